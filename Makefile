@@ -1,0 +1,43 @@
+# Two commands set everything up on a fresh machine (see README):
+#   make demo   build, print the configuration, run a short benchmark of the kernels
+#   make test   install what the tests need and run the full suite
+# Both create .venv and install torch==2.13.0 FIRST and alone: an unpinned torch (asked for
+# by any other package) would pull a multi-GB CUDA build.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.stamp
+
+.PHONY: demo test bench install install-test clean
+
+$(STAMP)-venv:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	touch $@
+
+$(STAMP)-torch: $(STAMP)-venv
+	$(PIP) install --quiet torch==2.13.0
+	touch $@
+
+# The package itself is rebuilt every time (a few seconds), so the installed wheel is
+# always the checked-out source.
+install: $(STAMP)-torch
+	$(PIP) install --quiet ".[bench,progress]"
+
+install-test: $(STAMP)-torch
+	$(PIP) install --quiet ".[test,bench,progress]"
+
+demo: install
+	$(PY) -m rrag_kernels info
+	$(PY) benchmarks/bench_cosine.py --quick
+
+test: install-test
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) benchmarks/bench_cosine.py
+
+clean:
+	rm -rf $(VENV) build dist

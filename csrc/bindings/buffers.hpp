@@ -1,0 +1,59 @@
+// Buffer checks for the bindings: the Python layer already made every array contiguous and
+// of the right dtype; these re-check it so that a direct _core call can never read out of
+// bounds. Failures name the argument (ValueError / TypeError on the Python side).
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace rrag::bindings {
+
+namespace py = pybind11;
+
+template <class T>
+const char* dtype_name();
+template <>
+inline const char* dtype_name<float>() { return "float32"; }
+template <>
+inline const char* dtype_name<int64_t>() { return "int64"; }
+
+template <class T>
+void check_buffer(const py::array& a, const char* arg, py::ssize_t ndim) {
+  if (!py::dtype::of<T>().is(a.dtype()))
+    throw py::type_error(std::string(arg) + ": expected dtype " + dtype_name<T>() + ", got " +
+                         std::string(py::str(a.dtype())));
+  if (a.ndim() != ndim)
+    throw std::invalid_argument(std::string(arg) + ": expected a " + std::to_string(ndim) +
+                                "-d array, got " + std::to_string(a.ndim()) + "-d");
+  if (!(a.flags() & py::array::c_style))
+    throw std::invalid_argument(std::string(arg) + ": array must be C-contiguous (try np.ascontiguousarray)");
+}
+
+// A row-major float32 matrix; returns its row count and checks its width against d (d < 0:
+// take the width as d).
+inline int64_t check_matrix(const py::array& a, const char* arg, int64_t& d) {
+  check_buffer<float>(a, arg, 2);
+  const int64_t cols = a.shape(1);
+  if (d < 0) d = cols;
+  else if (cols != d)
+    throw std::invalid_argument(std::string(arg) + ": expected " + std::to_string(d) +
+                                " columns to match the other inputs, got " + std::to_string(cols));
+  return a.shape(0);
+}
+
+template <class T>
+void check_vector(const py::array& a, const char* arg, int64_t length) {
+  check_buffer<T>(a, arg, 1);
+  if (a.shape(0) != length)
+    throw std::invalid_argument(std::string(arg) + ": expected length " + std::to_string(length) +
+                                ", got " + std::to_string(a.shape(0)));
+}
+
+template <class T>
+const T* data_of(const py::array& a) { return static_cast<const T*>(a.data()); }
+
+}  // namespace rrag::bindings

@@ -1,0 +1,138 @@
+#include "kernels/claim_relevance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/checks.hpp"
+#include "kernels/row_norms.hpp"
+#include "kernels/runtime.hpp"
+
+namespace rrag {
+namespace {
+
+// Up to kClaimBlock claims of one query form a task; they stay in L2 while the query's docs
+// stream past in blocks of kDocBlock, each block used twice while it is in cache (its doc
+// weights, then its dot products with the claims), so every row is read from memory once.
+constexpr int64_t kClaimBlock = 64;
+constexpr int64_t kDocBlock = 256;
+
+struct Task {
+  int64_t query, claim_lo, claim_hi;
+  bool shared_weights;  // the query's claims span several tasks: weights precomputed once
+};
+
+struct DocBlock {
+  int64_t query, lo, hi;
+};
+
+// w[r] = sim(x, r) * inv|r| for docs [lo, hi) of query q, so that w[r] * <c, r> * inv|c| is
+// sim(x, r) * cos(c, r). Also checks the doc rows for NaN/inf through their squared norms.
+struct DocWeights {
+  const float* query_emb;
+  const float* doc_emb;
+  const float* query_doc_sim;
+  const float* inv_q;
+  int64_t d;
+  bool check_finite;
+
+  void operator()(int64_t q, int64_t lo, int64_t hi, float* w, float* scratch, BadRowTracker& bad) const {
+    primitives().dot_sqnorm_one_to_many(query_emb + q * d, doc_emb + lo * d, hi - lo, d, w, scratch);
+    for (int64_t r = 0; r < hi - lo; ++r) {
+      if (check_finite && !finite_sqnorm(scratch[r])) bad.report(lo + r);
+      const float inv_r = inverse_norm(scratch[r]);
+      const float sim = query_doc_sim ? query_doc_sim[lo + r] : (w[r] * inv_q[q]) * inv_r;
+      w[r] = sim * inv_r;
+    }
+  }
+};
+
+}  // namespace
+
+void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc_emb,
+                     int64_t n_docs, const int64_t* doc_offsets, const float* claim_emb,
+                     int64_t n_claims, const int64_t* claim_offsets, int64_t d,
+                     const float* query_doc_sim, bool clip, float* out, bool check_finite) {
+  check_dim(d, "query_emb");
+  check_offsets(doc_offsets, n_queries, n_docs, "doc_offsets");
+  check_offsets(claim_offsets, n_queries, n_claims, "claim_offsets");
+  if (query_doc_sim && check_finite)
+    for (int64_t r = 0; r < n_docs; ++r)
+      if (!std::isfinite(query_doc_sim[r]))
+        fail("query_doc_sim", "contains NaN or inf (first at index " + std::to_string(r) + ")");
+
+  std::vector<float> inv_q(n_queries);
+  inverse_row_norms(query_emb, n_queries, d, inv_q.data(), check_finite, "query_emb");
+  const DocWeights weights{query_emb, doc_emb, query_doc_sim, inv_q.data(), d, check_finite};
+
+  std::vector<Task> tasks;
+  std::vector<DocBlock> shared_doc_blocks;  // stage 1 work
+  for (int64_t q = 0; q < n_queries; ++q) {
+    const int64_t clo = claim_offsets[q], chi = claim_offsets[q + 1];
+    const int64_t dlo = doc_offsets[q], dhi = doc_offsets[q + 1];
+    if (chi - clo <= kClaimBlock) {
+      if (chi > clo || dhi > dlo) tasks.push_back({q, clo, chi, false});
+      continue;
+    }
+    for (int64_t c = clo; c < chi; c += kClaimBlock) tasks.push_back({q, c, std::min(chi, c + kClaimBlock), true});
+    for (int64_t r = dlo; r < dhi; r += kDocBlock) shared_doc_blocks.push_back({q, r, std::min(dhi, r + kDocBlock)});
+  }
+
+  BadRowTracker bad_docs, bad_claims;
+  std::vector<float> shared_w(shared_doc_blocks.empty() ? 0 : n_docs);
+  const auto& prims = primitives();
+#pragma omp parallel num_threads(get_num_threads())
+  {
+    std::vector<float> scratch(kDocBlock), w_block(kDocBlock);
+    std::vector<float> dots(kClaimBlock * kDocBlock), claim_inv(kClaimBlock), best(kClaimBlock);
+
+    // Stage 1: doc weights of the queries whose claims span several tasks.
+#pragma omp for schedule(dynamic, 4)
+    for (size_t b = 0; b < shared_doc_blocks.size(); ++b) {
+      const DocBlock& blk = shared_doc_blocks[b];
+      weights(blk.query, blk.lo, blk.hi, shared_w.data() + blk.lo, scratch.data(), bad_docs);
+    }
+
+    // Stage 2: one block of claims against all docs of its query.
+#pragma omp for schedule(dynamic, 8)
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      const Task& task = tasks[t];
+      const int64_t q = task.query, n_c = task.claim_hi - task.claim_lo;
+      const int64_t dlo = doc_offsets[q], dhi = doc_offsets[q + 1];
+      const float* claims = claim_emb + task.claim_lo * d;
+      prims.row_sqnorms(claims, n_c, d, claim_inv.data());
+      for (int64_t i = 0; i < n_c; ++i) {
+        if (check_finite && !finite_sqnorm(claim_inv[i])) bad_claims.report(task.claim_lo + i);
+        claim_inv[i] = inverse_norm(claim_inv[i]);
+        best[i] = -std::numeric_limits<float>::infinity();
+      }
+      for (int64_t lo = dlo; lo < dhi; lo += kDocBlock) {
+        const int64_t hi = std::min(dhi, lo + kDocBlock), n_r = hi - lo;
+        const float* w = shared_w.data() + lo;
+        if (!task.shared_weights) {
+          weights(q, lo, hi, w_block.data(), scratch.data(), bad_docs);
+          w = w_block.data();
+        }
+        if (n_c == 0) continue;
+        prims.dot_tile(claims, n_c, doc_emb + lo * d, n_r, d, dots.data(), n_r);
+        for (int64_t i = 0; i < n_c; ++i) {
+          const float* row = dots.data() + i * n_r;
+          float m = best[i];
+          for (int64_t r = 0; r < n_r; ++r) m = std::max(m, w[r] * row[r]);
+          best[i] = m;
+        }
+      }
+      for (int64_t i = 0; i < n_c; ++i) {
+        // inv|c| >= 0 commutes with the max, so it is applied once per claim.
+        float r = dhi > dlo ? best[i] * claim_inv[i] : 0.0f;
+        if (clip) r = std::max(r, 0.0f);
+        out[task.claim_lo + i] = r;
+      }
+    }
+  }
+  bad_docs.throw_if_bad("doc_emb");
+  bad_claims.throw_if_bad("claim_emb");
+}
+
+}  // namespace rrag

@@ -1,0 +1,46 @@
+#include "kernels/cosine_matrix.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/checks.hpp"
+#include "kernels/row_norms.hpp"
+#include "kernels/runtime.hpp"
+
+namespace rrag {
+
+void cosine_matrix(const float* a, int64_t n, const float* b, int64_t m, int64_t d, float* out,
+                   bool check_finite) {
+  check_dim(d, "a");
+  std::vector<float> inv_a(n), inv_b(m);
+  inverse_row_norms(a, n, d, inv_a.data(), check_finite, "a");
+  inverse_row_norms(b, m, d, inv_b.data(), check_finite, "b");
+  if (n == 0 || m == 0) return;
+  const auto& prims = primitives();
+  // Tiles of 8 a-panels x 16 b-panels: both packed blocks stay in L2 while the
+  // micro-kernels run; the tile shape never changes a result (one FMA chain per output).
+  const int64_t rows_a = 8 * prims.gemm_mr, rows_b = 16 * prims.gemm_nr;
+  const int64_t tiles_a = (n + rows_a - 1) / rows_a, tiles_b = (m + rows_b - 1) / rows_b;
+#pragma omp parallel num_threads(get_num_threads())
+  {
+    std::vector<float> a_packed(size_t(rows_a * d)), b_packed(size_t(rows_b * d));
+    int64_t packed_tile_a = -1;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tiles_a * tiles_b; ++t) {
+      const int64_t ta = t / tiles_b, i0 = ta * rows_a, j0 = (t % tiles_b) * rows_b;
+      const int64_t na = std::min(rows_a, n - i0), nb = std::min(rows_b, m - j0);
+      if (ta != packed_tile_a) {
+        prims.pack_panels(a + i0 * d, na, d, prims.gemm_mr, a_packed.data());
+        packed_tile_a = ta;
+      }
+      prims.pack_panels(b + j0 * d, nb, d, prims.gemm_nr, b_packed.data());
+      prims.gemm_packed(a_packed.data(), na, b_packed.data(), nb, d, out + i0 * m + j0, m);
+      for (int64_t i = i0; i < i0 + na; ++i) {
+        float* row = out + i * m;
+        for (int64_t j = j0; j < j0 + nb; ++j) row[j] = (row[j] * inv_a[i]) * inv_b[j];
+      }
+    }
+  }
+}
+
+}  // namespace rrag

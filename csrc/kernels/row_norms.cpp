@@ -1,0 +1,27 @@
+#include "kernels/row_norms.hpp"
+
+#include <algorithm>
+
+#include "kernels/runtime.hpp"
+
+namespace rrag {
+
+void inverse_row_norms(const float* x, int64_t n, int64_t d, float* inv, bool check_finite,
+                       const char* arg) {
+  constexpr int64_t kChunk = 1024;
+  const auto& prims = primitives();
+  BadRowTracker bad;
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) num_threads(get_num_threads())
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+    prims.row_sqnorms(x + lo * d, hi - lo, d, inv + lo);
+    for (int64_t r = lo; r < hi; ++r) {
+      if (check_finite && !finite_sqnorm(inv[r])) bad.report(r);
+      inv[r] = inverse_norm(inv[r]);
+    }
+  }
+  bad.throw_if_bad(arg);
+}
+
+}  // namespace rrag

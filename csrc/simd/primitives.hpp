@@ -1,0 +1,43 @@
+// Dense float32 primitives shared by the cosine kernels, compiled once per ISA
+// (scalar, AVX2+FMA, AVX-512) and chosen at run time (see kernels/runtime.hpp).
+//
+// Every dot product, whichever primitive or tile position computes it, follows one fixed
+// summation order for a given ISA: W-lane partial sums over d in steps of W (zero-filled
+// tail), then one horizontal reduction. That is why two identical rows always get bitwise
+// identical scores, and why results do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace rrag::simd {
+
+struct Primitives {
+  const char* name;
+  int lanes;
+  // out[r] = <x_r, x_r> for the n rows of x (row-major, d columns).
+  void (*row_sqnorms)(const float* x, int64_t n, int64_t d, float* out);
+  // For the n rows of x: dots[r] = <q, x_r>, sqnorms[r] = <x_r, x_r>, in one pass over x.
+  void (*dot_sqnorm_one_to_many)(const float* q, const float* x, int64_t n, int64_t d,
+                                 float* dots, float* sqnorms);
+  // c[i * ldc + j] = <a_i, b_j> for i < m, j < n (a: m x d, b: n x d, both row-major).
+  void (*dot_tile)(const float* a, int64_t m, const float* b, int64_t n, int64_t d, float* c,
+                   int64_t ldc);
+
+  // Packed GEMM for large tiles (cosine_matrix, topk_cosine): rows are packed into panels
+  // of gemm_mr (left operand) or gemm_nr (right operand) rows, stored k-major and
+  // zero-padded, so the micro-kernel streams both operands and broadcasts the left one.
+  // Each output is one FMA chain over k = 0..d-1: the same rounding at every position.
+  int gemm_mr, gemm_nr;
+  // out[(p * d + k) * width + r] = x[(p * width + r) * d + k], zero past `rows`;
+  // out holds ceil(rows / width) * width * d floats.
+  void (*pack_panels)(const float* x, int64_t rows, int64_t d, int width, float* out);
+  // c[i * ldc + j] = <a_i, b_j> for i < m, j < n, from packed panels of a (m rows) and b.
+  void (*gemm_packed)(const float* a_packed, int64_t m, const float* b_packed, int64_t n,
+                      int64_t d, float* c, int64_t ldc);
+};
+
+const Primitives& primitives_scalar();
+const Primitives& primitives_avx2();
+const Primitives& primitives_avx512();
+
+}  // namespace rrag::simd

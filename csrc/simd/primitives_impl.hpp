@@ -1,0 +1,179 @@
+// The primitives written once over a small vector-traits interface; each
+// primitives_<isa>.cpp includes this with its own traits and compiler flags.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "simd/primitives.hpp"
+
+namespace rrag::simd::impl {
+
+// Dot product of one row pair in the canonical order (W-lane partials, then reduce).
+template <class T>
+inline float dot_one(const float* a, const float* b, int64_t d) {
+  using V = typename T::V;
+  V acc = T::zero();
+  int64_t k = 0;
+  for (; k + T::W <= d; k += T::W) acc = T::fma(T::load(a + k), T::load(b + k), acc);
+  if (k < d) acc = T::fma(T::load_tail(a + k, int(d - k)), T::load_tail(b + k, int(d - k)), acc);
+  return T::reduce(acc);
+}
+
+template <class T>
+void row_sqnorms(const float* x, int64_t n, int64_t d, float* out) {
+  for (int64_t r = 0; r < n; ++r) out[r] = dot_one<T>(x + r * d, x + r * d, d);
+}
+
+// Four rows at a time so that eight independent FMA chains hide the FMA latency; each row's
+// own arithmetic is the same as dot_one, so interleaving does not change any result.
+template <class T>
+void dot_sqnorm_one_to_many(const float* q, const float* x, int64_t n, int64_t d, float* dots,
+                            float* sqnorms) {
+  using V = typename T::V;
+  constexpr int R = 4;
+  for (int64_t r0 = 0; r0 < n; r0 += R) {
+    const float* rows[R];
+    for (int i = 0; i < R; ++i) rows[i] = x + std::min<int64_t>(r0 + i, n - 1) * d;
+    V acc_dot[R], acc_sq[R];
+    for (int i = 0; i < R; ++i) acc_dot[i] = acc_sq[i] = T::zero();
+    int64_t k = 0;
+    for (; k + T::W <= d; k += T::W) {
+      const V qv = T::load(q + k);
+      for (int i = 0; i < R; ++i) {
+        const V xv = T::load(rows[i] + k);
+        acc_dot[i] = T::fma(qv, xv, acc_dot[i]);
+        acc_sq[i] = T::fma(xv, xv, acc_sq[i]);
+      }
+    }
+    if (k < d) {
+      const int tail = int(d - k);
+      const V qv = T::load_tail(q + k, tail);
+      for (int i = 0; i < R; ++i) {
+        const V xv = T::load_tail(rows[i] + k, tail);
+        acc_dot[i] = T::fma(qv, xv, acc_dot[i]);
+        acc_sq[i] = T::fma(xv, xv, acc_sq[i]);
+      }
+    }
+    for (int i = 0; i < R && r0 + i < n; ++i) {
+      dots[r0 + i] = T::reduce(acc_dot[i]);
+      sqnorms[r0 + i] = T::reduce(acc_sq[i]);
+    }
+  }
+}
+
+// Register-blocked MR x NR micro-tile. Edge tiles clamp their row pointers to the last
+// valid row and discard the extra results, so every output element is produced by this one
+// code path in the canonical order, whatever its position.
+template <class T>
+inline void micro_tile(const float* a, int64_t m, int64_t i0, const float* b, int64_t n,
+                       int64_t j0, int64_t d, float* c, int64_t ldc) {
+  using V = typename T::V;
+  constexpr int MR = T::MR, NR = T::NR;
+  const float* arow[MR];
+  const float* brow[NR];
+  for (int i = 0; i < MR; ++i) arow[i] = a + std::min<int64_t>(i0 + i, m - 1) * d;
+  for (int j = 0; j < NR; ++j) brow[j] = b + std::min<int64_t>(j0 + j, n - 1) * d;
+  V acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = T::zero();
+  int64_t k = 0;
+  for (; k + T::W <= d; k += T::W) {
+    V bv[NR];
+    for (int j = 0; j < NR; ++j) bv[j] = T::load(brow[j] + k);
+    for (int i = 0; i < MR; ++i) {
+      const V av = T::load(arow[i] + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = T::fma(av, bv[j], acc[i][j]);
+    }
+  }
+  if (k < d) {
+    const int tail = int(d - k);
+    V bv[NR];
+    for (int j = 0; j < NR; ++j) bv[j] = T::load_tail(brow[j] + k, tail);
+    for (int i = 0; i < MR; ++i) {
+      const V av = T::load_tail(arow[i] + k, tail);
+      for (int j = 0; j < NR; ++j) acc[i][j] = T::fma(av, bv[j], acc[i][j]);
+    }
+  }
+  const int mi = int(std::min<int64_t>(MR, m - i0));
+  const int nj = int(std::min<int64_t>(NR, n - j0));
+  for (int i = 0; i < mi; ++i)
+    for (int j = 0; j < nj; ++j) c[(i0 + i) * ldc + (j0 + j)] = T::reduce(acc[i][j]);
+}
+
+template <class T>
+void dot_tile(const float* a, int64_t m, const float* b, int64_t n, int64_t d, float* c,
+              int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  for (int64_t i0 = 0; i0 < m; i0 += T::MR)
+    for (int64_t j0 = 0; j0 < n; j0 += T::NR) micro_tile<T>(a, m, i0, b, n, j0, d, c, ldc);
+}
+
+inline void pack_panels(const float* x, int64_t rows, int64_t d, int width, float* out) {
+  const int64_t panels = (rows + width - 1) / width;
+  for (int64_t p = 0; p < panels; ++p) {
+    float* dst = out + p * d * width;
+    const int valid = int(std::min<int64_t>(width, rows - p * width));
+    const float* src = x + p * width * d;
+    // k outer: contiguous writes, `valid` sequential read streams.
+    for (int64_t k = 0; k < d; ++k) {
+      float* col = dst + k * width;
+      for (int r = 0; r < valid; ++r) col[r] = src[r * d + k];
+      for (int r = valid; r < width; ++r) col[r] = 0.0f;
+    }
+  }
+}
+
+// GM x (GV * W) outer-product micro-kernel: per k, GV vector loads of the b panel, GM
+// broadcasts of the a panel, GM * GV FMAs into register accumulators.
+template <class T>
+inline void gemm_micro(const float* ap, const float* bp, int64_t d, float* c, int64_t ldc, int mi, int nj) {
+  using V = typename T::V;
+  constexpr int GM = T::GM, GV = T::GV, NR = T::GV * T::W;
+  V acc[GM][GV];
+  for (int i = 0; i < GM; ++i)
+    for (int v = 0; v < GV; ++v) acc[i][v] = T::zero();
+  for (int64_t k = 0; k < d; ++k) {
+    V bv[GV];
+    for (int v = 0; v < GV; ++v) bv[v] = T::load(bp + k * NR + v * T::W);
+    for (int i = 0; i < GM; ++i) {
+      const V av = T::broadcast(ap[k * GM + i]);
+      for (int v = 0; v < GV; ++v) acc[i][v] = T::fma(av, bv[v], acc[i][v]);
+    }
+  }
+  if (mi == GM && nj == NR) {
+    for (int i = 0; i < GM; ++i)
+      for (int v = 0; v < GV; ++v) T::store(c + i * ldc + v * T::W, acc[i][v]);
+    return;
+  }
+  alignas(64) float tile[GM * NR];
+  for (int i = 0; i < GM; ++i)
+    for (int v = 0; v < GV; ++v) T::store(tile + i * NR + v * T::W, acc[i][v]);
+  for (int i = 0; i < mi; ++i)
+    for (int j = 0; j < nj; ++j) c[i * ldc + j] = tile[i * NR + j];
+}
+
+template <class T>
+void gemm_packed(const float* a_packed, int64_t m, const float* b_packed, int64_t n, int64_t d,
+                 float* c, int64_t ldc) {
+  constexpr int GM = T::GM, NR = T::GV * T::W;
+  const int64_t a_panels = (m + GM - 1) / GM, b_panels = (n + NR - 1) / NR;
+  // b panel outer: one b panel (d x NR) stays in L1/L2 while every a panel passes it.
+  for (int64_t pb = 0; pb < b_panels; ++pb) {
+    const int nj = int(std::min<int64_t>(NR, n - pb * NR));
+    for (int64_t pa = 0; pa < a_panels; ++pa) {
+      const int mi = int(std::min<int64_t>(GM, m - pa * GM));
+      gemm_micro<T>(a_packed + pa * d * GM, b_packed + pb * d * NR, d,
+                    c + pa * GM * ldc + pb * NR, ldc, mi, nj);
+    }
+  }
+}
+
+template <class T>
+Primitives make_primitives(const char* name) {
+  return Primitives{name,           T::W,          &row_sqnorms<T>,  &dot_sqnorm_one_to_many<T>,
+                    &dot_tile<T>,   T::GM,         T::GV * T::W,     &pack_panels,
+                    &gemm_packed<T>};
+}
+
+}  // namespace rrag::simd::impl

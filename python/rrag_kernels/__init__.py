@@ -1,0 +1,20 @@
+"""rrag_kernels: compiled scoring kernels for retrieval-augmented generation under
+misinformation.
+
+The public kernels live in :mod:`rrag_kernels.ops` (re-exported here); their float64
+definitions in :mod:`rrag_kernels.reference`.
+"""
+
+from ._config import __version__, get_num_threads, set_num_threads, show_config
+from .ops import claim_relevance, cosine_matrix, segmented_cosine, topk_cosine
+
+__all__ = [
+    "__version__",
+    "claim_relevance",
+    "cosine_matrix",
+    "get_num_threads",
+    "segmented_cosine",
+    "set_num_threads",
+    "show_config",
+    "topk_cosine",
+]

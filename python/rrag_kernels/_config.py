@@ -1,0 +1,84 @@
+"""Runtime configuration: what was built, what this machine can run, how many threads."""
+
+from __future__ import annotations
+
+import importlib.util
+import numbers
+import os
+import platform
+from typing import Any
+
+from ._dispatch import core_module
+
+__version__ = "0.1.0"
+
+
+def set_num_threads(n: int) -> None:
+    """Set the number of threads the C++ kernels use (results do not depend on it).
+
+    Parameters
+    ----------
+    n : int, >= 1
+    """
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"n: expected an int, got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"n: the thread count must be >= 1, got {n}")
+    core = core_module()
+    if core is None:
+        raise RuntimeError("rrag_kernels._core is not built: there are no C++ threads to set")
+    core.set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    """Threads the C++ kernels use (1 when the compiled module is missing)."""
+    core = core_module()
+    return core.get_num_threads() if core is not None else 1
+
+
+def _triton_status() -> tuple[bool, bool]:
+    """(triton importable, a CUDA device usable by torch). Imports torch only if installed."""
+    triton_ok = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
+    cuda_ok = False
+    if importlib.util.find_spec("torch") is not None:
+        try:
+            import torch
+
+            cuda_ok = bool(torch.cuda.is_available())
+        except Exception:  # a broken torch install must not break show_config
+            cuda_ok = False
+    return triton_ok, cuda_ok
+
+
+def show_config() -> dict[str, Any]:
+    """Describe the build and the machine.
+
+    Returns
+    -------
+    dict
+        version, compiler, simd_level, simd_levels_available, openmp_threads,
+        openmp_version, native_build, gemm, triton_available, triton_interpret,
+        cuda_available, python, platform, numpy.
+    """
+    import numpy as np
+
+    core = core_module()
+    triton_ok, cuda_ok = _triton_status()
+    cfg: dict[str, Any] = {
+        "version": __version__,
+        "core_built": core is not None,
+        "compiler": core.compiler() if core else None,
+        "simd_level": core.simd_level() if core else None,
+        "simd_levels_available": list(core.available_simd_levels()) if core else [],
+        "openmp_threads": core.get_num_threads() if core else None,
+        "openmp_version": core.openmp_version() if core else None,
+        "native_build": core.native_build() if core else None,
+        "gemm": f"built-in register-blocked micro-kernel ({core.simd_level()})" if core else None,
+        "triton_available": triton_ok,
+        "triton_interpret": os.environ.get("TRITON_INTERPRET") == "1",
+        "cuda_available": cuda_ok,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "numpy": np.__version__,
+    }
+    return cfg

@@ -1,0 +1,136 @@
+"""Backend choice and array conversion for the public ops.
+
+Output type follows input: numpy in -> numpy out, torch CPU in -> torch CPU out, CUDA in
+-> CUDA out. ``backend=None``/"auto" sends CPU data to C++ and CUDA tensors to Triton; a
+fallback (no compiled module, no Triton) logs a warning once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._validation import is_torch_tensor
+
+logger = logging.getLogger("rrag_kernels")
+
+BACKENDS = ("auto", "reference", "cpp", "triton")
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(message)
+
+
+def core_module():
+    """The compiled module, or None when it cannot be imported."""
+    try:
+        from . import _core
+    except ImportError:
+        return None
+    return _core
+
+
+@dataclass(frozen=True)
+class Plan:
+    backend: str  # "reference" | "cpp" | "triton"
+    output: str  # "numpy" | "torch"
+    device: Any  # torch.device for torch outputs, None for numpy
+
+
+def triton_device():
+    """Where Triton kernels run: CUDA when present, else the CPU under TRITON_INTERPRET=1."""
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    raise RuntimeError(
+        "backend='triton' needs a CUDA device, or TRITON_INTERPRET=1 set before triton is "
+        "imported to run the kernels on the CPU in Triton's interpreter"
+    )
+
+
+def plan(arrays: dict[str, Any], backend: str | None) -> Plan:
+    if backend is None:
+        backend = "auto"
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS} or None, got {backend!r}")
+    tensors = [(n, a) for n, a in arrays.items() if a is not None and is_torch_tensor(a)]
+    devices = {str(a.device) for _, a in tensors}
+    if len(devices) > 1:
+        names = ", ".join(f"{n} on {a.device}" for n, a in tensors)
+        raise ValueError(f"{tensors[0][0]}: all tensors must be on one device, got {names}")
+    output = "torch" if tensors else "numpy"
+    device = tensors[0][1].device if tensors else None
+    on_cuda = device is not None and device.type == "cuda"
+    if backend == "auto":
+        if on_cuda:
+            from . import triton_ops
+
+            if triton_ops.is_available():
+                backend = "triton"
+            else:
+                warn_once("auto-cuda", "Triton is not installed: CUDA tensors are copied to the CPU kernels")
+                backend = "cpp"
+        else:
+            backend = "cpp"
+        if backend == "cpp" and core_module() is None:
+            warn_once("auto-core", "rrag_kernels._core is not built: falling back to the slow NumPy reference")
+            backend = "reference"
+    if backend == "cpp" and core_module() is None:
+        raise RuntimeError("backend='cpp': the compiled module rrag_kernels._core cannot be imported")
+    if backend == "triton":
+        from . import triton_ops
+
+        if not triton_ops.is_available():
+            raise RuntimeError("backend='triton': torch and triton must be installed (pip install 'rrag_kernels[gpu]')")
+    return Plan(backend, output, device)
+
+
+def to_numpy32(x: Any) -> np.ndarray:
+    """Contiguous float32 numpy copy-or-view of a numpy array or torch tensor."""
+    if is_torch_tensor(x):
+        x = x.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        return np.ascontiguousarray(x.to(dtype=_torch().float32).numpy())
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def to_torch32(x: Any, device) -> Any:
+    """Contiguous float32 torch tensor on `device`."""
+    torch = _torch()
+    if not is_torch_tensor(x):
+        x = torch.from_numpy(np.ascontiguousarray(x))
+    return x.detach().to(device=device, dtype=torch.float32).contiguous()
+
+
+def to_torch_index(x: np.ndarray, device) -> Any:
+    torch = _torch()
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64)).to(device)
+
+
+def finish(result: Any, p: Plan) -> Any:
+    """Convert a numpy array or torch tensor result to the caller's output type."""
+    if p.output == "numpy":
+        if is_torch_tensor(result):
+            return result.detach().cpu().numpy()
+        return result
+    torch = _torch()
+    if not is_torch_tensor(result):
+        result = torch.from_numpy(result)
+    return result.to(p.device)
+
+
+def _torch():
+    import torch
+
+    return torch
