@@ -20,9 +20,29 @@ inline float dot_one(const float* a, const float* b, int64_t d) {
   return T::reduce(acc);
 }
 
+// Four rows at a time (four independent FMA chains); per row the arithmetic of dot_one.
 template <class T>
 void row_sqnorms(const float* x, int64_t n, int64_t d, float* out) {
-  for (int64_t r = 0; r < n; ++r) out[r] = dot_one<T>(x + r * d, x + r * d, d);
+  using V = typename T::V;
+  constexpr int R = 4;
+  int64_t r0 = 0;
+  for (; r0 + R <= n; r0 += R) {
+    V acc[R];
+    for (int i = 0; i < R; ++i) acc[i] = T::zero();
+    int64_t k = 0;
+    for (; k + T::W <= d; k += T::W)
+      for (int i = 0; i < R; ++i) {
+        const V xv = T::load(x + (r0 + i) * d + k);
+        acc[i] = T::fma(xv, xv, acc[i]);
+      }
+    if (k < d)
+      for (int i = 0; i < R; ++i) {
+        const V xv = T::load_tail(x + (r0 + i) * d + k, int(d - k));
+        acc[i] = T::fma(xv, xv, acc[i]);
+      }
+    for (int i = 0; i < R; ++i) out[r0 + i] = T::reduce(acc[i]);
+  }
+  for (; r0 < n; ++r0) out[r0] = dot_one<T>(x + r0 * d, x + r0 * d, d);
 }
 
 // Four rows at a time so that eight independent FMA chains hide the FMA latency; each row's

@@ -1,0 +1,498 @@
+"""GPU check: every Triton kernel against the float64 reference, then timed against torch.
+
+Run on a machine with a CUDA device (budget: well under 5 minutes on an H200)::
+
+    python benchmarks/gpu_check.py                 # checks + timings, rows -> results/gpu.csv
+    python benchmarks/gpu_check.py --checks-only
+    TRITON_INTERPRET=1 python benchmarks/gpu_check.py --device cpu   # dry run of this script
+
+1. Checks: each op with ``backend="triton"`` on CUDA tensors, at sizes that break things
+   (0, 1, odd primes, block-1/block/block+1, d not a multiple of the tile, empty segments,
+   one huge segment among empty ones, zero rows, ties, k above the in-register limit),
+   against ``rrag_kernels.reference`` in float64. The allowed error is
+   ``max(4 * err(torch float32 formulation), 1e-5)``, TF32 off. The output must be a CUDA
+   tensor of the right dtype and shape; top-k indices must match exactly where the
+   reference's order is unambiguous (exact ties, zero queries).
+2. Timings: the issue-2 sizes (and a few larger ones), ``rrag-triton`` against the torch
+   formulations a user runs on a GPU today, timed with CUDA events (median, p20, p80),
+   after the same subset-vs-reference and whole-output-vs-torch checks as bench_cosine.py.
+   The roofline floor uses this GPU's measured copy bandwidth and float32 (non-TF32)
+   matmul rate.
+
+Exit status: 0 when every check passes, or when there is no CUDA device (a message says so
+and nothing runs); 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+DEFAULT_BUDGET_S = 270.0
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cpu: dry run of this script under TRITON_INTERPRET=1 at tiny sizes")
+    parser.add_argument("--checks-only", action="store_true", help="skip the timings")
+    parser.add_argument("--quick", action="store_true", help="fewer timing sizes and repeats")
+    parser.add_argument("--kernel", action="append", metavar="NAME",
+                        choices=("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine"))
+    parser.add_argument("--csv", type=Path, default=None,
+                        help="results file (default benchmarks/results/gpu.csv; gpu-dryrun.csv on cpu)")
+    parser.add_argument("--no-csv", action="store_true")
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help="stop starting new timing cases after this many seconds")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        # Triton reads it when a kernel module is first imported, which has not happened yet.
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import torch
+    except ImportError:
+        print("gpu_check: torch is not installed; nothing to check (install the [gpu] extra)")
+        return 0
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device visible (torch.cuda.is_available() is False); "
+              "nothing checked or timed. Run this on a machine with a GPU.")
+        return 0
+    return GpuCheck(args, torch).run()
+
+
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckResult:
+    kernel: str
+    label: str
+    ok: bool
+    err: float
+    tol: float
+    message: str = ""
+
+
+class GpuCheck:
+    def __init__(self, args: argparse.Namespace, torch: Any) -> None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import numpy as np
+
+        import bench_cosine as bc
+        import harness
+
+        self.args, self.torch, self.np, self.bc, self.harness = args, torch, np, bc, harness
+        self.started = time.perf_counter()
+        self.dry = args.device == "cpu"
+        self.dev = torch.device("cuda" if not self.dry else "cpu")
+        # Naive float32 means IEEE float32: no TF32 in the torch formulations.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        self.rrag = harness.import_rrag()
+        from rrag_kernels import ops, reference
+
+        self.ops, self.ref = ops, reference
+        self.rng = np.random.default_rng(0)
+        self.kernels = args.kernel or list(bc.KERNELS)
+
+    # ---------------------------------------------------------------- helpers
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def t(self, x: Any) -> Any:
+        """numpy -> tensor on the device (offsets and k pass through as they are)."""
+        np = self.np
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+            return self.torch.from_numpy(np.ascontiguousarray(x)).to(self.dev)
+        return x
+
+    def sync(self) -> None:
+        if not self.dry:
+            self.torch.cuda.synchronize()
+
+    def emb(self, n: int, d: int, zero_rows: Sequence[int] = ()) -> Any:
+        x = self.rng.standard_normal((n, d), dtype=self.np.float32)
+        for r in zero_rows:
+            if r < n:
+                x[r] = 0
+        return x
+
+    def offsets(self, counts: Sequence[int]) -> Any:
+        return self.bc._offsets(self.np.asarray(counts, dtype=self.np.int64))
+
+    def triton(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        targs = tuple(self.t(a) for a in args)
+        tkw = {k: self.t(v) for k, v in kwargs.items()}
+        return getattr(self.ops, name)(*targs, **tkw, backend="triton")
+
+    def expect_device(self, out: Any, dtype: Any, shape: tuple, what: str) -> None:
+        torch = self.torch
+        if not isinstance(out, torch.Tensor):
+            raise AssertionError(f"{what}: returned {type(out).__name__}, expected a torch tensor")
+        if out.device.type != self.dev.type:
+            raise AssertionError(f"{what}: on {out.device}, expected {self.dev}")
+        if out.dtype != dtype:
+            raise AssertionError(f"{what}: dtype {out.dtype}, expected {dtype}")
+        if tuple(out.shape) != tuple(shape):
+            raise AssertionError(f"{what}: shape {tuple(out.shape)}, expected {tuple(shape)}")
+
+    @staticmethod
+    def max_err(a: Any, b: Any) -> float:
+        import numpy as np
+
+        a = np.asarray(a, dtype=np.float64)
+        b = np.asarray(b, dtype=np.float64)
+        if a.size == 0:
+            return 0.0
+        return float(np.max(np.abs(a - b)))
+
+    # ---------------------------------------------------------------- edge cases
+
+    def edge_cases(self) -> dict[str, list[tuple[str, Callable[[], CheckResult]]]]:
+        """kernel -> [(label, run)] ; the dry run keeps only the small ones."""
+        small = self.dry
+        cm = [(1, 1, 1, ()), (0, 5, 8, ()), (3, 7, 3, ()), (113, 203, 383, ()),
+              (127, 129, 384, ()), (128, 256, 1024, ()), (257, 1023, 1000, (0, 5, 256))]
+        seg = [("1 query, 1 doc, d=1", [1], 1, ()),
+               ("all segments empty", [0, 0, 0, 0, 0], 8, ()),
+               ("empty segments, d=3", [3, 0, 1, 0, 0, 5, 2], 3, ()),
+               ("uniform 1000 x 20, d=384", [20] * 1000, 384, ()),
+               ("ragged 513 q, d=383", "ragged", 383, (0, 7)),
+               ("one huge segment among 63 empty, d=1024", "huge", 1024, ())]
+        clm = [("1/1/1, d=1", [1], [1], 1, {}),
+               ("query without docs, clip=False", [0, 2, 1], [2, 0, 3], 5, {"clip": False}),
+               ("uniform 500 x 10 docs x 8 claims, d=384", [10] * 500, [8] * 500, 384, {}),
+               ("ragged, clip=False, d=383", "ragged", "ragged", 383, {"clip": False}),
+               ("ragged, query_doc_sim given, d=384", "ragged", "ragged", 384, {"sim": True}),
+               ("one huge segment, d=1024", "huge", "huge", 1024, {})]
+        topk = [(1, 1, 1, 1, ""), (5, 7, 7, 3, ""), (33, 1000, 10, 383, ""), (64, 4097, 1, 384, ""),
+                (100, 5000, 100, 1024, ""), (17, 3000, 300, 384, "k above the in-register limit"),
+                (20, 128, 40, 64, "ties"), (4, 50, 5, 16, "zero rows")]
+        if small:
+            cm = [c for c in cm if c[0] * c[1] * c[2] <= 200_000][:5]
+            seg = [s for s in seg if s[1] not in ("huge",) and (not isinstance(s[1], list) or len(s[1]) < 50)]
+            clm = [c for c in clm if not isinstance(c[1], list) or len(c[1]) < 50][:3]
+            topk = [c for c in topk if c[0] * c[1] * c[3] <= 2_000_000]
+        return {
+            "cosine_matrix": [(f"n={n} m={m} d={d}" + (" zero rows" if z else ""),
+                               partial(self.check_cosine, n, m, d, z)) for n, m, d, z in cm],
+            "segmented_cosine": [(lab, partial(self.check_segmented, lab, c, d, z))
+                                 for lab, c, d, z in seg],
+            "claim_relevance": [(lab, partial(self.check_claim, lab, dc, cc, d, kw))
+                                for lab, dc, cc, d, kw in clm],
+            "topk_cosine": [(f"Q={q} N={n} k={k} d={d}" + (f" {x}" if x else ""),
+                             partial(self.check_topk, q, n, k, d, x)) for q, n, k, d, x in topk],
+        }
+
+    def _result(self, kernel: str, label: str, out_np: Any, ref: Any, naive_np: Any,
+                extra: Callable[[], None] | None = None) -> CheckResult:
+        np = self.np
+        err = self.max_err(out_np, ref)
+        tol = max(4.0 * self.max_err(naive_np, ref), 1e-5)
+        if np.asarray(out_np).size and not np.isfinite(np.asarray(out_np)).all():
+            return CheckResult(kernel, label, False, err, tol, "non-finite values")
+        if err > tol:
+            return CheckResult(kernel, label, False, err, tol, "error above tolerance")
+        if extra is not None:
+            try:
+                extra()
+            except AssertionError as exc:
+                return CheckResult(kernel, label, False, err, tol, str(exc))
+        return CheckResult(kernel, label, True, err, tol)
+
+    def check_cosine(self, n: int, m: int, d: int, zero_rows: tuple) -> CheckResult:
+        label = f"n={n} m={m} d={d}"
+        a, b = self.emb(n, d, zero_rows), self.emb(m, d, zero_rows)
+        out = self.triton("cosine_matrix", a, b)
+        self.expect_device(out, self.torch.float32, (n, m), "cosine_matrix")
+        ref = self.ref.cosine_matrix_ref(a, b)
+        naive = self.bc.cosine_matrix_torch(self.torch, self.t(a), self.t(b))
+        res = self._result("cosine_matrix", label, out.cpu().numpy(), ref, naive.cpu().numpy())
+        if res.ok and n >= 8 and d >= 8:
+            # float16 inputs are converted to float32: same answer as the float32 of them.
+            h = self.triton("cosine_matrix", a[:8].astype(self.np.float16), b[:8].astype(self.np.float16))
+            href = self.ref.cosine_matrix_ref(a[:8].astype(self.np.float16), b[:8].astype(self.np.float16))
+            if self.max_err(h.cpu().numpy(), href) > res.tol:
+                return CheckResult("cosine_matrix", label, False, res.err, res.tol, "float16 input off")
+        return res
+
+    def _counts(self, spec: Any, q_default: int = 513) -> Any:
+        np = self.np
+        if isinstance(spec, list):
+            return np.asarray(spec, dtype=np.int64)
+        if spec == "ragged":
+            c = self.rng.poisson(6, q_default).astype(np.int64)
+            c[self.rng.random(q_default) < 0.15] = 0
+            return c
+        raise ValueError(spec)
+
+    def _huge(self, big: int, other: int = 0) -> Any:
+        c = self.np.zeros(64, dtype=self.np.int64)
+        c[17] = big
+        if other:
+            c[[3, 40]] = other
+        return c
+
+    def check_segmented(self, label: str, spec: Any, d: int, zero_rows: tuple) -> CheckResult:
+        counts = self._huge(5000) if spec == "huge" else self._counts(spec)
+        off = self.offsets(counts)
+        queries = self.emb(len(counts), d, zero_rows)
+        docs = self.emb(int(off[-1]), d, zero_rows)
+        out = self.triton("segmented_cosine", queries, docs, off)
+        self.expect_device(out, self.torch.float32, (docs.shape[0],), "segmented_cosine")
+        ref = self.ref.segmented_cosine_ref(queries, docs, off)
+        naive = self.bc.segmented_torch_bmm(self.torch, self.t(queries), self.t(docs), off)
+        return self._result("segmented_cosine", label, out.cpu().numpy(), ref, naive.cpu().numpy())
+
+    def check_claim(self, label: str, dspec: Any, cspec: Any, d: int, kw: dict) -> CheckResult:
+        np = self.np
+        if dspec == "huge":
+            dcounts, ccounts = self._huge(3000, 0), self._huge(40, 2)
+        else:
+            dcounts = self._counts(dspec, 301)
+            ccounts = self._counts(cspec, 301)
+        doff, coff = self.offsets(dcounts), self.offsets(ccounts)
+        queries = self.emb(len(dcounts), d)
+        docs = self.emb(int(doff[-1]), d, (1,))
+        claims = self.emb(int(coff[-1]), d, (2,))
+        # Claims near a doc of their query, so scores are O(1) and often positive.
+        cseg = np.repeat(np.arange(len(ccounts)), ccounts)
+        has = dcounts[cseg] > 0
+        claims[has] += docs[doff[cseg][has]]
+        clip = kw.get("clip", True)
+        sim = (self.rng.uniform(-1, 1, docs.shape[0]).astype(np.float32) if kw.get("sim") else None)
+        out = self.triton("claim_relevance", queries, docs, doff, claims, coff,
+                          query_doc_sim=sim, clip=clip)
+        self.expect_device(out, self.torch.float32, (claims.shape[0],), "claim_relevance")
+        ref = self.ref.claim_relevance_ref(queries, docs, doff, claims, coff, query_doc_sim=sim, clip=clip)
+        naive = self.bc.claim_torch_bmm(self.torch, self.t(queries), self.t(docs), doff, self.t(claims),
+                                        coff, self.t(sim) if sim is not None else None, clip)
+        out_np = out.cpu().numpy()
+
+        def no_docs_zero():
+            lonely = dcounts[cseg] == 0
+            if lonely.any() and (out_np[lonely] != 0).any():
+                raise AssertionError("a claim whose query has no docs is not 0")
+
+        return self._result("claim_relevance", label, out_np, ref, naive.cpu().numpy(), no_docs_zero)
+
+    def check_topk(self, q: int, n: int, k: int, d: int, extra: str) -> CheckResult:
+        np = self.np
+        label = f"Q={q} N={n} k={k} d={d}" + (f" {extra}" if extra else "")
+        if extra == "ties":
+            distinct = self.emb(8, d)
+            corpus = distinct[self.rng.permutation(np.repeat(np.arange(8), n // 8))]
+            queries = self.emb(q, d)
+        else:
+            corpus = self.emb(n, d, (3, 10) if extra == "zero rows" else ())
+            queries = self.emb(q, d, (1,) if extra == "zero rows" else ())
+        s, i = self.triton("topk_cosine", queries, corpus, k)
+        self.expect_device(s, self.torch.float32, (q, k), "topk_cosine scores")
+        self.expect_device(i, self.torch.int64, (q, k), "topk_cosine indices")
+        ref_s, ref_i = self.ref.topk_cosine_ref(queries, corpus, k)
+        naive_s, _ = self.bc.topk_torch_chunked(self.torch, self.t(queries), self.t(corpus), k)
+        s_np, i_np = s.cpu().numpy(), i.cpu().numpy()
+
+        def indices():
+            tol = max(4.0 * self.max_err(naive_s.cpu().numpy(), ref_s), 1e-5)
+            self.harness.check_topk(s_np, i_np, queries, corpus, ref_s, atol=tol, what="topk")
+            if extra == "ties" and not np.array_equal(i_np, ref_i):
+                bad = np.argwhere(i_np != ref_i)[0]
+                raise AssertionError(f"tie order differs at {tuple(bad)}: {i_np[tuple(bad)]} vs "
+                                     f"{ref_i[tuple(bad)]} (ties -> lower index first)")
+            if extra == "zero rows" and not np.array_equal(i_np[1], np.arange(k)):
+                raise AssertionError(f"zero query: indices {i_np[1]} != 0..{k - 1}")
+
+        return self._result("topk_cosine", label, s_np, ref_s, naive_s.cpu().numpy(), indices)
+
+    def run_checks(self) -> list[CheckResult]:
+        print("== checks: backend='triton' against the float64 reference "
+              "(tol = max(4 x torch-float32 error, 1e-5))")
+        results: list[CheckResult] = []
+        for kernel, items in self.edge_cases().items():
+            if kernel not in self.kernels:
+                continue
+            for label, run in items:
+                t0 = time.perf_counter()
+                try:
+                    res = run()
+                except Exception as exc:  # a crash is a failed check, reported, not fatal
+                    res = CheckResult(kernel, label, False, float("nan"), float("nan"),
+                                      self.harness._short_error(exc))
+                self.sync()
+                status = "ok  " if res.ok else "FAIL"
+                print(f"   {status} {kernel:<17} {label:<44} err {res.err:.2e} tol {res.tol:.2e} "
+                      f"[{time.perf_counter() - t0:.1f} s] {res.message}")
+                results.append(res)
+        return results
+
+    # ---------------------------------------------------------------- timings
+
+    def measure_rates(self) -> Any:
+        """Copy bandwidth and float32 (non-TF32) matmul rate of this device."""
+        torch, harness = self.torch, self.harness
+        if self.dry:
+            return harness.measure_machine(1, quick=True)
+        nbytes = 4 << 30
+        src = torch.empty(nbytes // 4, dtype=torch.float32, device=self.dev).fill_(1.0)
+        dst = torch.empty_like(src)
+        copy_s = min(self.cuda_time(lambda: dst.copy_(src), 5)) / 1e3
+        read_s = min(self.cuda_time(lambda: src.amax(), 5)) / 1e3
+        src = dst = None
+        n = 8192
+        a = torch.randn(n, n, device=self.dev)
+        b = torch.randn(n, n, device=self.dev)
+        mm_s = min(self.cuda_time(lambda: a @ b, 5)) / 1e3
+        a = b = None
+        torch.cuda.empty_cache()
+        return harness.MachineRates(read_gbs=nbytes / read_s / 1e9, copy_gbs=2 * nbytes / copy_s / 1e9,
+                                    matmul_gflops=2.0 * n ** 3 / mm_s / 1e9,
+                                    matmul_source=f"torch fp32 {n}^3, TF32 off")
+
+    def cuda_time(self, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> list[float]:
+        """Milliseconds per call, each call bracketed by CUDA events."""
+        torch = self.torch
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        out = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            out.append(start.elapsed_time(end))
+        return out
+
+    def timer(self, providers: Sequence[Any], plan: Any, first_call_s: dict | None) -> dict:
+        """harness-compatible timer: CUDA events on a GPU, wall clock in the dry run."""
+        np, harness = self.np, self.harness
+        result = {}
+        for p in providers:
+            if self.dry:
+                result.update(harness.time_providers([p], plan, first_call_s))
+                continue
+            # The first call compiled the kernels; size the run from a few warm calls.
+            est = float(np.median(self.cuda_time(p.fn, 3, warmup=1))) / 1e3
+            repeats = int(min(50, max(5, 1.0 / max(est, 1e-5))))
+            result[p.name] = harness.Timing(np.asarray(self.cuda_time(p.fn, repeats, warmup=0)))
+        return result
+
+    def timing_sizes(self) -> list[tuple[str, int, tuple]]:
+        """(kernel, d, size) to time: issue 2's sizes, then a GPU-sized one per kernel."""
+        if self.dry:
+            return [("cosine_matrix", 64, (64, 256)), ("segmented_cosine", 64, (32, 4)),
+                    ("claim_relevance", 64, (16, 4, 3)), ("topk_cosine", 64, (16, 512, 10))]
+        sizes = [
+            ("cosine_matrix", 384, (2048, 8192)), ("cosine_matrix", 1024, (2048, 8192)),
+            ("segmented_cosine", 384, (10_000, 20)), ("segmented_cosine", 1024, (10_000, 20)),
+            ("segmented_cosine", 384, (1_000, 20)),
+            ("claim_relevance", 384, (10_000, 10, 8)), ("claim_relevance", 1024, (10_000, 10, 8)),
+            ("topk_cosine", 384, (4096, 100_000, 10)), ("topk_cosine", 1024, (4096, 100_000, 10)),
+            # GPU-sized: the inputs are generated on the host, so keep them to a few GB.
+            ("cosine_matrix", 1024, (8192, 65536)),
+            ("segmented_cosine", 384, (100_000, 20)),
+            ("claim_relevance", 384, (100_000, 10, 8)),
+            ("topk_cosine", 384, (4096, 1_000_000, 10)),
+        ]
+        if self.args.quick:  # the first d=384 size of each kernel
+            sizes = [s for i, s in enumerate(sizes) if s[1] == 384
+                     and s[0] not in {t[0] for t in sizes[:i] if t[1] == 384}]
+        return sizes
+
+    def gpu_providers(self, p: Any) -> list[Any]:
+        torch, bc, Provider = self.torch, self.bc, self.harness.Provider
+        targs = tuple(self.t(a) for a in p.args)
+        chunk = 1 << 28  # a GPU takes bigger score blocks than the CPU baseline's 64 MB
+        if p.kernel == "cosine_matrix":
+            base = [Provider("torch", partial(bc.cosine_matrix_torch, torch, *targs),
+                             note="F.normalize + mm (TF32 off)")]
+        elif p.kernel == "segmented_cosine":
+            base = [Provider("torch-bmm", partial(bc.segmented_torch_bmm, torch, *targs),
+                             note="padded + torch.bmm")]
+        elif p.kernel == "claim_relevance":
+            base = [Provider("torch-bmm", partial(bc.claim_torch_bmm, torch, *targs),
+                             note="padded + torch.bmm, norms folded into the max")]
+        else:
+            base = [Provider("torch-chunked",
+                             partial(bc.topk_torch_chunked, torch, *targs, chunk_elems=chunk),
+                             note="F.normalize, mm + torch.topk over 1 GiB score blocks")]
+        ours = Provider("rrag-triton", partial(getattr(self.ops, p.kernel), *targs, backend="triton"),
+                        self.harness.RRAG, note="ops.<kernel>(cuda tensors, backend='triton')")
+        return base + [ours]
+
+    def run_timings(self) -> list[Any]:
+        harness, bc = self.harness, self.bc
+        rates = self.measure_rates()
+        print(f"\n== timings on {self.device_name()}")
+        print(f"   measured: read {rates.read_gbs:.0f} GB/s, copy {rates.copy_gbs:.0f} GB/s, "
+              f"float32 matmul {rates.matmul_gflops / 1e3:.1f} TFLOP/s ({rates.matmul_source})")
+        meta = harness.machine_info(0 if not self.dry else 1, self.rrag, machine=self.device_name())
+        meta["threads"] = ""
+        plan = harness.TimingPlan.quick()
+        plan.pause_s = 0.0 if not self.dry else plan.pause_s
+        results = []
+        for kernel, d, size in self.timing_sizes():
+            if kernel not in self.kernels:
+                continue
+            if self.elapsed() > self.args.budget_s:
+                print(f"   budget of {self.args.budget_s:.0f} s spent: skipping {kernel} {size} d={d}")
+                continue
+            p = next(bc.problems(kernel, self.ref, {"dims": (d,), kernel: [size]}, self.rng))
+            case = harness.Case(p.kernel, p.shape, p.bytes, p.flops, self.gpu_providers(p),
+                                check=p.check, compare=p.compare)
+            results.append(harness.run_case(case, plan, rates, meta, "gpu", timer=self.timer))
+            print(f"   [{self.elapsed():.0f} s elapsed]")
+            del case, p
+            if not self.dry:
+                self.torch.cuda.empty_cache()
+        return results
+
+    def device_name(self) -> str:
+        if self.dry:
+            return "dry run on CPU (TRITON_INTERPRET=1): " + self.harness.cpu_model()
+        props = self.torch.cuda.get_device_properties(self.dev)
+        return f"{props.name} ({props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB)"
+
+    # ---------------------------------------------------------------- main
+
+    def run(self) -> int:
+        print(f"gpu_check on {self.device_name()}; torch {self.torch.__version__}, "
+              f"rrag_kernels {getattr(self.rrag, '__version__', '?')}")
+        checks = self.run_checks()
+        failed = [c for c in checks if not c.ok]
+        results = []
+        if not self.args.checks_only:
+            results = self.run_timings()
+            if results and not self.args.no_csv:
+                path = self.args.csv or self.harness.RESULTS_DIR / (
+                    "gpu-dryrun.csv" if self.dry else "gpu.csv")
+                self.harness.append_csv(path, [row for r in results for row in r.rows])
+                print(f"\nrows appended to {path}")
+            self.harness.summarise(results)
+            for r in results:
+                for name, why in r.skipped.items():
+                    if name == "rrag-triton":
+                        failed.append(CheckResult(r.case.kernel, r.case.shape, False, float("nan"),
+                                                  float("nan"), why))
+        print(f"\n{len(checks)} edge checks, {len(failed)} failures; {self.elapsed():.0f} s in all")
+        for f in failed:
+            print(f"FAIL {f.kernel} [{f.label}]: {f.message}")
+        return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Print the README's benchmark table (Markdown) from the results CSVs.
+
+Takes the latest row per (hardware, threads, kernel, provider, shape) and prints one table
+per hardware, naming it. By default one line per (kernel, shape) and rrag provider: the
+best baseline, ours, the speed-up and the fraction of the roofline floor (the
+``check_finite=False`` diagnostic rows are left out); ``--all`` lists every provider.
+
+Usage::
+
+    python benchmarks/make_table.py                       # results/cosine.csv + results/gpu.csv
+    python benchmarks/make_table.py --all --kernel claim_relevance
+    python benchmarks/make_table.py benchmarks/results/cosine-quick.csv --mode quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+DEFAULT_FILES = ("cosine.csv", "gpu.csv")
+KERNEL_ORDER = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine")
+KIND_ORDER = {"baseline": 0, "rrag": 1, "reference": 2}
+
+
+def read_rows(paths: list[Path]) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    for path in paths:
+        with open(path, newline="") as fh:
+            for row in csv.DictReader(fh):
+                row["_file"] = path.name
+                rows.append(row)
+    return rows
+
+
+def latest(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The newest row per (machine, threads, kernel, provider, shape); later lines win ties."""
+    best: dict[tuple, dict[str, str]] = {}
+    for row in rows:
+        key = (row["machine"], row.get("threads", ""), row["kernel"], row["provider"], row["shape"])
+        if key not in best or row["timestamp"] >= best[key]["timestamp"]:
+            best[key] = row
+    return list(best.values())
+
+
+def _ms(value: str) -> str:
+    ms = float(value)
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}" if ms >= 1 else f"{ms:.3f}"
+
+
+def _shape_key(shape: str) -> tuple:
+    # "Q=10000 docs/q=20 d=384" -> d first, then the numbers in order.
+    parts = dict(p.split("=", 1) for p in shape.split() if "=" in p)
+    nums = tuple(float("".join(c for c in v if c.isdigit() or c == ".") or 0) for v in parts.values())
+    return (float(parts.get("d", 0) or 0),) + nums
+
+
+def _case_key(kernel: str, shape: str) -> tuple:
+    order = KERNEL_ORDER.index(kernel) if kernel in KERNEL_ORDER else len(KERNEL_ORDER)
+    return (order, kernel, _shape_key(shape))
+
+
+def hardware_heading(rows: list[dict[str, str]]) -> str:
+    r = max(rows, key=lambda x: x["timestamp"])
+    n = r.get("threads", "")
+    threads = f", {n} thread{'' if n == '1' else 's'}" if n else ""
+    cores = f", {r['cores']} cores" if r.get("cores") and r.get("mode") != "gpu" else ""
+    when = min(x["timestamp"] for x in rows)[:10], max(x["timestamp"] for x in rows)[:10]
+    dates = when[0] if when[0] == when[1] else f"{when[0]} to {when[1]}"
+    rates = (f"measured {float(r['bandwidth_gbs']):.0f} GB/s, {float(r['matmul_gflops']):.0f} GFLOP/s"
+             if r.get("bandwidth_gbs") else "")
+    version = r.get("package_version", "")
+    commit = f" ({r['commit']})" if r.get("commit") else ""
+    return (f"**{r['machine']}{cores}{threads}** - rrag_kernels {version}{commit}; {r.get('libs', '')}; "
+            f"{rates}; {dates}")
+
+
+def compact_table(rows: list[dict[str, str]]) -> list[str]:
+    by_case: dict[tuple, list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        by_case[(row["kernel"], row["shape"])].append(row)
+    out = ["| Kernel | Shape | Best baseline (ms) | rrag (ms, p20-p80) | Speed-up | Of floor (bound) |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for kernel, shape in sorted(by_case, key=lambda k: _case_key(*k)):
+        case = by_case[(kernel, shape)]
+        base = [r for r in case if r["kind"] == "baseline"]
+        best = min(base, key=lambda r: float(r["median_ms"])) if base else None
+        best_txt = f"{best['provider']} {_ms(best['median_ms'])}" if best else "-"
+        # The check_finite=False diagnostic rows stay in --all.
+        ours = [r for r in case if r["kind"] == "rrag" and "nocheck" not in r["provider"]] or [None]
+        for r in ours:
+            if r is None:
+                out.append(f"| {kernel} | {shape} | {best_txt} | not measured | - | - |")
+                continue
+            speed = f"{float(best['median_ms']) / float(r['median_ms']):.2f}x" if best else "-"
+            out.append(f"| {kernel} | {shape} | {best_txt} | {r['provider']} {_ms(r['median_ms'])} "
+                       f"({_ms(r['p20_ms'])}-{_ms(r['p80_ms'])}) | {speed} | "
+                       f"{float(r['floor_fraction']):.2f} ({r['floor_bound']}, {_ms(r['floor_ms'])} ms) |")
+    return out
+
+
+def full_table(rows: list[dict[str, str]]) -> list[str]:
+    by_case: dict[tuple, list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        by_case[(row["kernel"], row["shape"])].append(row)
+    out = ["| Kernel | Shape | Provider | Median ms (p20-p80) | Throughput | vs best baseline | Of floor |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for kernel, shape in sorted(by_case, key=lambda k: _case_key(*k)):
+        case = by_case[(kernel, shape)]
+        base = [float(r["median_ms"]) for r in case if r["kind"] == "baseline"]
+        best = min(base) if base else float("nan")
+        for r in sorted(case, key=lambda r: (KIND_ORDER.get(r["kind"], 9), float(r["median_ms"]))):
+            name = r["provider"] if r["kind"] != "baseline" else f"{r['provider']} (baseline)"
+            out.append(f"| {kernel} | {shape} | {name} | {_ms(r['median_ms'])} ({_ms(r['p20_ms'])}-"
+                       f"{_ms(r['p80_ms'])}) | {float(r['throughput']):.1f} {r['throughput_unit']} | "
+                       f"{best / float(r['median_ms']):.2f}x | {float(r['floor_fraction']):.2f} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("csv", nargs="*", type=Path,
+                        help=f"results files (default: {', '.join(DEFAULT_FILES)} under {RESULTS_DIR})")
+    parser.add_argument("--all", action="store_true", help="every provider, not only best baseline + rrag")
+    parser.add_argument("--kernel", action="append", metavar="NAME")
+    parser.add_argument("--mode", default="full,gpu",
+                        help="comma-separated modes to include: full, quick, gpu (default full,gpu)")
+    args = parser.parse_args(argv)
+
+    paths = args.csv or [RESULTS_DIR / f for f in DEFAULT_FILES if (RESULTS_DIR / f).exists()]
+    if not paths:
+        print(f"make_table: no results under {RESULTS_DIR}; run benchmarks/bench_cosine.py first",
+              file=sys.stderr)
+        return 1
+    modes = set(args.mode.split(","))
+    rows = [r for r in read_rows(paths) if r.get("mode", "full") in modes
+            and (not args.kernel or r["kernel"] in args.kernel)]
+    if not rows:
+        print(f"make_table: no rows with mode in {sorted(modes)} in {', '.join(map(str, paths))}",
+              file=sys.stderr)
+        return 1
+    by_hw: dict[tuple, list[dict[str, str]]] = defaultdict(list)
+    for row in latest(rows):
+        by_hw[(row["machine"], row.get("threads", ""))].append(row)
+    blocks = []
+    for hw in sorted(by_hw):
+        hw_rows = by_hw[hw]
+        lines = [hardware_heading(hw_rows), ""]
+        lines += full_table(hw_rows) if args.all else compact_table(hw_rows)
+        blocks.append("\n".join(lines))
+    print("\n\n".join(blocks))
+    print("\nSpeed-up: best baseline median / rrag median. Of floor: roofline floor / median "
+          "(1.0 = at the measured memory-bandwidth or matmul-rate limit).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Suite-wide fixtures: seeding, the ``backend`` fixture, GPU skips, thread/SIMD restore.
+
+Triton kernels run on CPU tensors under ``TRITON_INTERPRET=1``. ``@triton.jit`` decides
+at decoration time whether a kernel is interpreted, so the variable has to be set before
+anything imports ``triton`` (``rrag_kernels`` imports its Triton ops lazily or eagerly; we
+do not rely on which). We set it here, at conftest import, unless the user chose a value
+or a CUDA device is present (then the real GPU path is what should be tested).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+
+def _probe_cuda() -> bool:
+    # Importing torch does not import triton (checked for torch 2.13), so this is safe
+    # before the environment variable is decided.
+    try:
+        import torch
+    except Exception:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+CUDA_AVAILABLE = _probe_cuda()
+if "TRITON_INTERPRET" not in os.environ and not CUDA_AVAILABLE:
+    # triton reads the variable lazily, but each @triton.jit reads it when it decorates:
+    # Triton ops imported before this point would stay compiled-mode kernels.
+    if any(name.startswith("rrag_kernels.triton_ops") for name in sys.modules):
+        raise RuntimeError("rrag_kernels.triton_ops was imported before tests/conftest.py set TRITON_INTERPRET=1")
+    os.environ["TRITON_INTERPRET"] = "1"
+TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+# Make ``import helpers`` work from every test module whatever the rootdir/import mode.
+sys.path.insert(0, os.path.dirname(__file__))
+
+BACKENDS = ("reference", "cpp", "triton")
+
+# The Triton interpreter executes each program instance in NumPy: ~0.5 s for a 129 x 127
+# x 385 cosine matrix. Tests whose "large" case would take minutes use this many rows for
+# triton instead.
+TRITON_MAX_ROWS = 200
+
+
+def _import_error(modname: str) -> str | None:
+    try:
+        __import__(modname)
+    except Exception as exc:  # ImportError, or a broken build raising something else
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def cpp_skip_reason() -> str | None:
+    err = _import_error("rrag_kernels._core")
+    return None if err is None else f"cpp backend unavailable: rrag_kernels._core cannot be imported ({err})"
+
+
+def triton_skip_reason() -> str | None:
+    for mod in ("torch", "triton"):
+        err = _import_error(mod)
+        if err is not None:
+            return f"triton backend unavailable: {mod} cannot be imported ({err})"
+    if not (TRITON_INTERPRET or CUDA_AVAILABLE):
+        return (
+            "triton backend unavailable: no CUDA device and TRITON_INTERPRET is not '1' "
+            f"(it is {os.environ.get('TRITON_INTERPRET')!r}, set by the user)"
+        )
+    return None
+
+
+def pytest_report_header(config):
+    lines = [
+        f"rrag_kernels tests: CUDA={'yes' if CUDA_AVAILABLE else 'no'}, "
+        f"TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET')!r}, "
+        f"seed base RRAG_TEST_SEED={os.environ.get('RRAG_TEST_SEED', '0')}",
+    ]
+    reason = cpp_skip_reason()
+    if reason is None:
+        from rrag_kernels import _core
+
+        try:
+            lines.append(f"_core SIMD levels {list(_core.available_simd_levels())}, active {_core.simd_level()}")
+        except Exception as exc:  # the header must never break collection
+            lines.append(f"_core imported, SIMD query failed: {exc}")
+    else:
+        lines.append(reason)
+    reason = triton_skip_reason()
+    if reason is not None:
+        lines.append(reason)
+    return lines
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "interp_heavy: a case too slow for the Triton interpreter (seconds per call); the "
+        "triton backend skips it under TRITON_INTERPRET=1 and runs it on CUDA",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if CUDA_AVAILABLE:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device; torch.cuda.is_available() is False here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+# --------------------------------------------------------------------------- seeding
+
+
+@pytest.fixture(autouse=True)
+def seed(request) -> int:
+    """Seed numpy's, Python's and torch's global generators per test.
+
+    The seed is a stable hash of the test id (plus ``RRAG_TEST_SEED``), so a failure
+    reproduces by rerunning that one test, and it is printed in the failure report.
+    """
+    base = int(os.environ.get("RRAG_TEST_SEED", "0"))
+    value = (zlib.crc32(request.node.nodeid.encode()) + base) % (2**32)
+    np.random.seed(value)
+    random.seed(value)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(value)
+    request.node.add_report_section("setup", "seed", f"seed={value} (RRAG_TEST_SEED={base})")
+    return value
+
+
+@pytest.fixture
+def rng(seed) -> np.random.Generator:
+    """A fresh generator for this test's inputs."""
+    return np.random.default_rng(seed)
+
+
+# --------------------------------------------------------------------------- backends
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    """One test body, every backend; unavailable backends skip with the reason."""
+    name = request.param
+    reason = {"reference": None, "cpp": cpp_skip_reason(), "triton": triton_skip_reason()}[name]
+    if reason is not None:
+        pytest.skip(reason)
+    if name == "triton" and TRITON_INTERPRET and request.node.get_closest_marker("interp_heavy"):
+        pytest.skip("interp_heavy case: too slow for the Triton interpreter; smaller cases cover "
+                    "this backend here, and it runs in full on CUDA")
+    return name
+
+
+@pytest.fixture
+def max_rows(backend) -> int:
+    """An upper limit on corpus/segment rows for this backend's "large" cases."""
+    return TRITON_MAX_ROWS if backend == "triton" and TRITON_INTERPRET else 1_000_000
+
+
+@pytest.fixture
+def core():
+    """``rrag_kernels._core``, or a skip when the extension is not built."""
+    reason = cpp_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    from rrag_kernels import _core
+
+    return _core
+
+
+@pytest.fixture
+def restore_threads_and_simd(core):
+    """Put the thread count and SIMD level back as they were, whatever the test does."""
+    import rrag_kernels
+
+    threads, level = rrag_kernels.get_num_threads(), core.simd_level()
+    yield core
+    rrag_kernels.set_num_threads(threads)
+    core.set_simd_level(level)
+
+
+@pytest.fixture
+def torch():
+    """The torch module, or a skip."""
+    return pytest.importorskip("torch", reason="torch is not importable", exc_type=ImportError)
