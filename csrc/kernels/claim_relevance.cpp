@@ -81,6 +81,7 @@ void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc
 
   // A small task reads a few dozen KB; larger ones are compute-bound and need no help.
   constexpr int64_t kPrefetchBytes = 64 * 1024;
+  constexpr size_t kPrefetchAhead = 1;
   const auto prefetch_task = [&](const Task& next) {
     const char* rows[2] = {reinterpret_cast<const char*>(claim_emb + next.claim_lo * d),
                            reinterpret_cast<const char*>(doc_emb + doc_offsets[next.query] * d)};
@@ -110,7 +111,7 @@ void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc
     for (size_t t = 0; t < tasks.size(); ++t) {
       // The rows of this thread's likely next task are pulled into L2 while this one
       // computes, so that memory latency overlaps the arithmetic.
-      if (t + 1 < tasks.size()) prefetch_task(tasks[t + 1]);
+      if (t + kPrefetchAhead < tasks.size()) prefetch_task(tasks[t + kPrefetchAhead]);
       const Task& task = tasks[t];
       const int64_t q = task.query, n_c = task.claim_hi - task.claim_lo;
       const int64_t dlo = doc_offsets[q], dhi = doc_offsets[q + 1];

@@ -10,6 +10,7 @@ struct Avx2Traits {
   using V = __m256;
   static constexpr int W = 8, MR = 4, NR = 3;
   static constexpr int GM = 6, GV = 2;  // packed GEMM micro-kernel: GM x (GV * W)
+  static constexpr bool kTileReduce = false;
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static V load_tail(const float* p, int n) {

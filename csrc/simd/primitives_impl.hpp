@@ -117,8 +117,16 @@ inline void micro_tile(const float* a, int64_t m, int64_t i0, const float* b, in
   }
   const int mi = int(std::min<int64_t>(MR, m - i0));
   const int nj = int(std::min<int64_t>(NR, n - j0));
-  for (int i = 0; i < mi; ++i)
-    for (int j = 0; j < nj; ++j) c[(i0 + i) * ldc + (j0 + j)] = T::reduce(acc[i][j]);
+  if constexpr (T::kTileReduce) {
+    // All MR x NR sums at once, in the same addition tree as T::reduce (same bits).
+    alignas(64) float col_major[MR * NR];
+    T::reduce_tile(acc, col_major);
+    for (int i = 0; i < mi; ++i)
+      for (int j = 0; j < nj; ++j) c[(i0 + i) * ldc + (j0 + j)] = col_major[j * MR + i];
+  } else {
+    for (int i = 0; i < mi; ++i)
+      for (int j = 0; j < nj; ++j) c[(i0 + i) * ldc + (j0 + j)] = T::reduce(acc[i][j]);
+  }
 }
 
 template <class T>

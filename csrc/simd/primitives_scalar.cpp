@@ -7,6 +7,7 @@ struct ScalarTraits {
   using V = float;
   static constexpr int W = 1, MR = 4, NR = 4;
   static constexpr int GM = 4, GV = 4;  // packed GEMM micro-kernel: GM x (GV * W)
+  static constexpr bool kTileReduce = false;
   static V zero() { return 0.0f; }
   static V load(const float* p) { return *p; }
   static V load_tail(const float*, int) { return 0.0f; }  // never called: W == 1
