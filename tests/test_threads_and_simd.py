@@ -138,3 +138,18 @@ def test_levels_agree_on_exact_cases(restore_threads_and_simd):
         # Equal values (a zero may carry either sign, depending on how a level accumulates).
         assert_close(out, outs[first], atol=0.0, name=f"cosine_matrix at {level} vs {first}")
     assert_close(outs[first], cosine_matrix_ref(a, b), atol=0.0, name="exact basis cosines")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_cpp_topk_scores_are_cosine_matrix_bits(core, restore_threads_and_simd, level, rng):
+    """The documented promise of the C++ backend: topk_cosine's scores are bitwise the
+    cosine_matrix entries at the returned indices (one GEMM micro-kernel, one scaling order),
+    at every SIMD level and for odd sizes that leave edge tiles."""
+    if level == "unavailable":
+        pytest.skip("rrag_kernels._core is not built")
+    core.set_simd_level(level)
+    queries = random_rows(rng, 131, 385, zero_rows=1)
+    corpus = random_rows(rng, 1031, 385, zero_rows=2)
+    scores, indices = rk.topk_cosine(queries, corpus, 7, backend="cpp")
+    full = rk.cosine_matrix(queries, corpus, backend="cpp")
+    assert_bitwise_equal(scores, np.take_along_axis(full, indices, axis=1), name="topk scores")

@@ -79,18 +79,6 @@ void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc
     for (int64_t r = dlo; r < dhi; r += kDocBlock) shared_doc_blocks.push_back({q, r, std::min(dhi, r + kDocBlock)});
   }
 
-  // A small task reads a few dozen KB; larger ones are compute-bound and need no help.
-  constexpr int64_t kPrefetchBytes = 64 * 1024;
-  constexpr size_t kPrefetchAhead = 1;
-  const auto prefetch_task = [&](const Task& next) {
-    const char* rows[2] = {reinterpret_cast<const char*>(claim_emb + next.claim_lo * d),
-                           reinterpret_cast<const char*>(doc_emb + doc_offsets[next.query] * d)};
-    const int64_t bytes[2] = {(next.claim_hi - next.claim_lo) * d * int64_t(sizeof(float)),
-                              (doc_offsets[next.query + 1] - doc_offsets[next.query]) * d * int64_t(sizeof(float))};
-    if (bytes[0] + bytes[1] > kPrefetchBytes) return;
-    for (int s = 0; s < 2; ++s)
-      for (int64_t b = 0; b < bytes[s]; b += 64) __builtin_prefetch(rows[s] + b, 0, 2);
-  };
   BadRowTracker bad_docs, bad_claims;
   std::vector<float> shared_w(shared_doc_blocks.empty() ? 0 : n_docs);
   const auto& prims = primitives();
@@ -109,9 +97,6 @@ void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc
     // Stage 2: one block of claims against all docs of its query.
 #pragma omp for schedule(dynamic, 8)
     for (size_t t = 0; t < tasks.size(); ++t) {
-      // The rows of this thread's likely next task are pulled into L2 while this one
-      // computes, so that memory latency overlaps the arithmetic.
-      if (t + kPrefetchAhead < tasks.size()) prefetch_task(tasks[t + kPrefetchAhead]);
       const Task& task = tasks[t];
       const int64_t q = task.query, n_c = task.claim_hi - task.claim_lo;
       const int64_t dlo = doc_offsets[q], dhi = doc_offsets[q + 1];

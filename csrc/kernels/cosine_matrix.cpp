@@ -21,9 +21,10 @@ void cosine_matrix(const float* a, int64_t n, const float* b, int64_t m, int64_t
   // micro-kernels run; the tile shape never changes a result (one FMA chain per output).
   const int64_t rows_a = 8 * prims.gemm_mr, rows_b = 16 * prims.gemm_nr;
   const int64_t tiles_a = (n + rows_a - 1) / rows_a, tiles_b = (m + rows_b - 1) / rows_b;
-  // Threads split the side with more tiles; each packs a block of that side once and
-  // sweeps the other side past it, so the expensive b blocks are not re-packed per tile.
-  const bool split_b = tiles_b >= tiles_a;
+  // Threads split b's tiles: each packs its 16-panel b block once and sweeps the cheaper
+  // 8-panel a blocks past it. Only when b has too few tiles to feed every thread is a split
+  // instead (b blocks are then re-packed per tile).
+  const bool split_b = tiles_b >= get_num_threads() || tiles_b >= tiles_a;
   const int64_t outer = split_b ? tiles_b : tiles_a, inner = split_b ? tiles_a : tiles_b;
 #pragma omp parallel num_threads(get_num_threads())
   {
@@ -36,11 +37,8 @@ void cosine_matrix(const float* a, int64_t n, const float* b, int64_t m, int64_t
         const int64_t na = std::min(rows_a, n - i0), nb = std::min(rows_b, m - j0);
         if (in == 0 || !split_b) prims.pack_panels(b + j0 * d, nb, d, prims.gemm_nr, b_packed.data());
         if (in == 0 || split_b) prims.pack_panels(a + i0 * d, na, d, prims.gemm_mr, a_packed.data());
-        prims.gemm_packed(a_packed.data(), na, b_packed.data(), nb, d, out + i0 * m + j0, m);
-        for (int64_t i = i0; i < i0 + na; ++i) {
-          float* row = out + i * m;
-          for (int64_t j = j0; j < j0 + nb; ++j) row[j] = (row[j] * inv_a[i]) * inv_b[j];
-        }
+        prims.gemm_packed(a_packed.data(), na, b_packed.data(), nb, d, out + i0 * m + j0, m,
+                          inv_a.data() + i0, inv_b.data() + j0);
       }
     }
   }

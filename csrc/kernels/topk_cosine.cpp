@@ -108,7 +108,7 @@ void topk_cosine(const float* queries, int64_t n_queries, const float* corpus, i
         prims.pack_panels(corpus + c0 * d, nc, d, gn, c_packed.data());
         for (int64_t tq = t_lo; tq < t_hi; ++tq) {
           const int64_t q0 = tq * tile_q, nq = std::min(tile_q, ng - q0);
-          prims.gemm_packed(q_packed.data() + q0 * d, nq, c_packed.data(), nc, d, tile.data(), nc);
+          prims.gemm_packed(q_packed.data() + q0 * d, nq, c_packed.data(), nc, d, tile.data(), nc, nullptr, nullptr);
           for (int64_t i = 0; i < nq; ++i) {
             TopK& heap = heaps[q0 + i];
             const float* row = tile.data() + i * nc;

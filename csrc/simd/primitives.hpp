@@ -31,9 +31,11 @@ struct Primitives {
   // out[(p * d + k) * width + r] = x[(p * width + r) * d + k], zero past `rows`;
   // out holds ceil(rows / width) * width * d floats.
   void (*pack_panels)(const float* x, int64_t rows, int64_t d, int width, float* out);
-  // c[i * ldc + j] = <a_i, b_j> for i < m, j < n, from packed panels of a (m rows) and b.
+  // c[i * ldc + j] = (<a_i, b_j> * row_scale[i]) * col_scale[j] for i < m, j < n, from
+  // packed panels of a (m rows) and b; null scales mean 1 (no multiply).
   void (*gemm_packed)(const float* a_packed, int64_t m, const float* b_packed, int64_t n,
-                      int64_t d, float* c, int64_t ldc);
+                      int64_t d, float* c, int64_t ldc, const float* row_scale,
+                      const float* col_scale);
 };
 
 const Primitives& primitives_scalar();

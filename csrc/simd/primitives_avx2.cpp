@@ -20,6 +20,7 @@ struct Avx2Traits {
   }
   static V broadcast(float x) { return _mm256_set1_ps(x); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static float reduce(V v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -17,6 +17,7 @@ struct Avx512Traits {
   }
   static V broadcast(float x) { return _mm512_set1_ps(x); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static float reduce(V v) {
     __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));

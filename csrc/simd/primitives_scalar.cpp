@@ -13,6 +13,7 @@ struct ScalarTraits {
   static V load_tail(const float*, int) { return 0.0f; }  // never called: W == 1
   static V broadcast(float x) { return x; }
   static void store(float* p, V v) { *p = v; }
+  static V mul(V a, V b) { return a * b; }
   static V fma(V a, V b, V c) { return a * b + c; }
   static float reduce(V v) { return v; }
 };
