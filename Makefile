@@ -24,10 +24,10 @@ $(STAMP)-torch: $(STAMP)-venv
 # The package itself is rebuilt every time (a few seconds), so the installed wheel is
 # always the checked-out source.
 install: $(STAMP)-torch
-	$(PIP) install --quiet ".[bench,progress]"
+	$(PIP) install --quiet ".[bench,cpu]"
 
 install-test: $(STAMP)-torch
-	$(PIP) install --quiet ".[test,bench,progress]"
+	$(PIP) install --quiet ".[test,bench,cpu]"
 
 demo: install
 	$(PY) -m rrag_kernels info
