@@ -6,12 +6,27 @@ definitions in :mod:`rrag_kernels.reference`.
 """
 
 from ._config import __version__, get_num_threads, set_num_threads, show_config
-from .ops import claim_relevance, cosine_matrix, segmented_cosine, topk_cosine
+from .ops import (
+    claim_relevance,
+    claim_token_ids,
+    cosine_matrix,
+    gate_stats,
+    greedy_prune,
+    nli_graph,
+    segmented_cosine,
+    select_pairs,
+    topk_cosine,
+)
 
 __all__ = [
     "__version__",
     "claim_relevance",
+    "claim_token_ids",
     "cosine_matrix",
+    "gate_stats",
+    "greedy_prune",
+    "nli_graph",
+    "select_pairs",
     "get_num_threads",
     "segmented_cosine",
     "set_num_threads",

@@ -38,3 +38,48 @@ def topk_cosine(
     k: int,
     check_finite: bool = True,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
+
+# MIRAGE claim-graph kernels (issue 3); use rrag_kernels._graph_ops / ops instead.
+def claim_token_ids(texts: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
+def select_pairs(
+    token_ids: npt.NDArray[np.int64],
+    token_offsets: npt.NDArray[np.int64],
+    source_ids: npt.NDArray[np.int64],
+    tau: float,
+    max_pairs: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+def nli_graph(
+    i: npt.NDArray[np.int64],
+    j: npt.NDArray[np.int64],
+    probs_fwd: npt.NDArray[np.float64],
+    probs_bwd: npt.NDArray[np.float64],
+    n_claims: int,
+    entail_col: int,
+    contr_col: int,
+    mean: bool,
+) -> tuple[
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.int8],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+]: ...
+def greedy_prune(
+    node_scores: npt.NDArray[np.float64],
+    edge_i: npt.NDArray[np.int64],
+    edge_j: npt.NDArray[np.int64],
+    edge_weight: npt.NDArray[np.float64],
+    self_penalty: npt.NDArray[np.float64] | None = None,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], float]: ...
+def gate_stats(
+    keep: npt.NDArray[np.bool_],
+    edge_i: npt.NDArray[np.int64],
+    edge_j: npt.NDArray[np.int64],
+    kind: npt.NDArray[np.int8],
+    domain_ids: npt.NDArray[np.int64],
+    eps: float,
+    count_unknown: bool,
+) -> dict[str, int | float]: ...

@@ -39,7 +39,36 @@ from ._validation import (
     check_vector,
 )
 
-__all__ = ["claim_relevance", "cosine_matrix", "segmented_cosine", "topk_cosine"]
+# The MIRAGE claim-graph kernels are implemented in _graph_ops and public from here.
+from ._graph_ops import (  # noqa: E402
+    TOKEN_PATTERN,
+    NliGraph,
+    Pairs,
+    PruneResult,
+    claim_token_ids,
+    gate_stats,
+    greedy_prune,
+    label_columns,
+    nli_graph,
+    select_pairs,
+)
+
+__all__ = [
+    "NliGraph",
+    "Pairs",
+    "PruneResult",
+    "TOKEN_PATTERN",
+    "claim_relevance",
+    "claim_token_ids",
+    "cosine_matrix",
+    "gate_stats",
+    "greedy_prune",
+    "label_columns",
+    "nli_graph",
+    "segmented_cosine",
+    "select_pairs",
+    "topk_cosine",
+]
 
 
 def _numpy_inputs(p: Plan, arrays: dict[str, Any], check_finite: bool) -> dict[str, np.ndarray]:

@@ -16,3 +16,20 @@ __all__ = [
     "segmented_cosine_ref",
     "topk_cosine_ref",
 ]
+
+# MIRAGE claim-graph kernels (issue 3).
+from .gate_stats import gate_stats_ref
+from .greedy_prune import greedy_prune_ref, quantise_ref
+from .nli_graph import nli_graph_ref
+from .select_pairs import TOKEN_PATTERN, claim_token_ids_ref, normalise_text, select_pairs_ref
+
+__all__ += [
+    "TOKEN_PATTERN",
+    "claim_token_ids_ref",
+    "gate_stats_ref",
+    "greedy_prune_ref",
+    "nli_graph_ref",
+    "normalise_text",
+    "quantise_ref",
+    "select_pairs_ref",
+]

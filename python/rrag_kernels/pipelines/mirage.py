@@ -1,0 +1,482 @@
+"""MIRAGE: defended claims from retrieved passages via a cross-source NLI claim graph.
+
+Reproduces "Defending Long-Form RAG Against Misinformation Pollution" with every constant a
+parameter (:class:`MirageParams`):
+
+1. claims = sentences of the top-k passages; each keeps its passage, domain and
+   r̃ = retrieval score / max score; the N highest-r̃ claims are kept (ties by index);
+2. cross-source pairs whose token containment overlap is >= tau, capped at P_max
+   (``pairing="semantic"`` / ``"hybrid"`` add MiniLM-cosine pairs, beyond the paper);
+3. NLI on each pair in both directions -> support / contradiction edges;
+4. counter-evidence probing of the top-M claims through a retriever (optional);
+5. s(c) = ln(1 + n(c)) + alpha * trust(domain) + beta * r̃(c);
+6. greedy removal maximising F(S) = sum s + sum over edges in S of (w_supp - w_contr);
+7. gate on the defended set: contradiction ratio <= r_max, distinct domains >= d_min
+   (and, optionally, a minimum share of kept claims with cross-source support).
+
+The pipeline only reads a passage's ``text``, ``url``, ``title`` and ``retrieval_score``;
+every other key is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .. import _graph_ops
+from ..ops import cosine_matrix
+from .protocols import Embedder, NLIScorer, Retriever
+from .text import DEFAULT_TRUST, split_sentences, trust_score, url_domain
+
+logger = logging.getLogger("rrag_kernels")
+
+PASSAGE_KEYS = ("text", "url", "title", "retrieval_score")
+PAIRINGS = ("lexical", "semantic", "hybrid")
+
+
+@dataclass(frozen=True)
+class MirageParams:
+    """Every constant of the method (paper defaults unless noted).
+
+    The gate thresholds ``r_max``, ``d_min`` and ``min_support_share`` default to the
+    paper's 0.98 / 2 / off; :data:`TUNED_GATE` holds the values tuned on the dev set for
+    the default NLI scorer (see :func:`rrag_kernels.pipelines.mirage_eval.tune_gate`).
+    """
+
+    top_k: int = 20
+    max_claims: int = 120
+    tau: float = 0.62
+    max_pairs: int = 400
+    pairing: str = "lexical"
+    tau_sem: float = 0.80  # beyond the paper: cosine threshold of semantic pairs
+    sem_top_m: int = 5  # semantic partners kept per claim
+    probe_m: int = 8
+    probe_k: int = 3
+    probe_theta: float = 0.25
+    probe_suffix: str = "myth false controversy dispute correction retraction"
+    alpha: float = 0.5
+    beta: float = 0.3
+    r_max: float = 0.98
+    d_min: int = 2
+    min_support_share: float = 0.0  # beyond the paper: off by default
+    eps: float = 1e-9
+    nli_reduce: str = "max"
+    trust: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TRUST))
+
+    def validate(self) -> "MirageParams":
+        ints = {"top_k": 1, "max_claims": 1, "max_pairs": 0, "sem_top_m": 1, "probe_m": 0, "probe_k": 0, "d_min": 0}
+        for name, low in ints.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"{name}: expected an int, got {type(v).__name__}")
+            if v < low:
+                raise ValueError(f"{name}: must be >= {low}, got {v}")
+        for name in ("tau", "tau_sem", "probe_theta", "min_support_share"):
+            v = float(getattr(self, name))
+            if not (0.0 <= v <= 1.0):
+                raise ValueError(f"{name}: must be in [0, 1], got {v}")
+        for name in ("alpha", "beta", "r_max", "eps"):
+            v = float(getattr(self, name))
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name}: must be finite and >= 0, got {v}")
+        if self.pairing not in PAIRINGS:
+            raise ValueError(f"pairing: expected one of {PAIRINGS}, got {self.pairing!r}")
+        if self.nli_reduce not in ("max", "mean"):
+            raise ValueError(f"nli_reduce: expected 'max' or 'mean', got {self.nli_reduce!r}")
+        return self
+
+
+@dataclass
+class Claim:
+    """One candidate claim and what the defense decided about it."""
+
+    index: int
+    text: str
+    source: int  # index into the passages given to defend()
+    domain: str
+    r_tilde: float
+    trust: float = 0.0
+    score: float = float("nan")
+    support: int = 0  # support edges at this claim
+    contradictions: int = 0  # contradiction edges at this claim
+    self_contradiction: float = 0.0  # counter-evidence weight from probing
+    kept: bool = False
+    reason: str | None = None  # when dropped: "capped", "pruned" or "contradicted"
+
+
+@dataclass
+class MirageResult:
+    question: str
+    gate_passed: bool
+    claims: list[Claim]
+    stats: dict[str, Any]
+    prompt: str
+    removal_order: list[int] = field(default_factory=list)  # Claim.index, in removal order
+    error: str | None = None
+
+    @property
+    def kept_claims(self) -> list[Claim]:
+        return [c for c in self.claims if c.kept]
+
+
+VERIFIED_PROMPT = """You are answering a question with evidence that has been cross-checked.
+
+Question: {question}
+
+Verified claims (score = cross-source support, source trust and retrieval rank):
+{claims}
+
+Rules:
+1. Base every factual statement on the verified claims above and cite them as [C1], [C2], ...
+2. Do not add names, numbers or dates that the claims do not contain.
+3. If the claims do not answer the question, say what is missing instead of guessing.
+4. If two claims disagree, prefer the higher-scored one and mention the disagreement.
+
+Answer:"""
+
+PARAMETRIC_PROMPT = """Answer the question from your own knowledge. Retrieved documents were withheld \
+because they failed verification ({why}). If you are not sure, say so.
+
+Question: {question}
+
+Answer:"""
+
+
+class MirageDefense:
+    """The MIRAGE defense, usable on any retrieved passages.
+
+    Parameters
+    ----------
+    nli : NLIScorer, str or None
+        An NLI scorer, a name/path for :func:`rrag_kernels.nli.load`, or None for the
+        offline default.
+    retriever : Retriever, optional
+        Enables counter-evidence probing (step 4); without it that step is skipped.
+    embedder : Embedder, optional
+        Needed by ``pairing="semantic"``/``"hybrid"``; default MiniLM (offline) on demand.
+    **params
+        Any :class:`MirageParams` field.
+    """
+
+    def __init__(
+        self,
+        nli: NLIScorer | str | None = None,
+        retriever: Retriever | None = None,
+        embedder: Embedder | None = None,
+        *,
+        params: MirageParams | None = None,
+        **overrides: Any,
+    ):
+        base = params if params is not None else MirageParams()
+        unknown = set(overrides) - set(MirageParams.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"{sorted(unknown)[0]}: not a MirageParams field")
+        self.params = replace(base, **overrides).validate()
+        if nli is None or isinstance(nli, str):
+            from .. import nli as nli_module
+
+            nli = nli_module.load(nli)
+        if not hasattr(nli, "predict_proba") or not hasattr(nli, "labels"):
+            raise TypeError("nli: expected an object with .labels and .predict_proba(premises, hypotheses)")
+        self.nli = nli
+        self.retriever = retriever
+        self._embedder = embedder
+
+    # ------------------------------------------------------------------ public API
+    def defend(self, question: str, passages: Sequence[Mapping[str, Any]]) -> MirageResult:
+        """Run the defense on one question's retrieved passages.
+
+        Parameters
+        ----------
+        question : str
+        passages : sequence of mapping
+            ``text`` (str, required), optional ``url``, ``title``, ``retrieval_score``
+            (float); any other key is ignored.
+
+        Returns
+        -------
+        MirageResult
+        """
+        if not isinstance(question, str):
+            raise TypeError(f"question: expected str, got {type(question).__name__}")
+        clean = _clean_passages(passages)
+        p = self.params
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        claims = self._make_claims(clean)
+        timings["split_s"] = time.perf_counter() - t0
+        active = [c for c in claims if c.reason is None]
+        n = len(active)
+
+        t = time.perf_counter()
+        texts = [c.text for c in active]
+        token_ids, token_offsets = _graph_ops.claim_token_ids(texts)
+        source_ids = np.array([c.source for c in active], dtype=np.int64)
+        pair_i, pair_j, overlap = _graph_ops.select_pairs(
+            token_ids, token_offsets, source_ids, tau=p.tau, max_pairs=p.max_pairs
+        )
+        timings["kernels_s"] = time.perf_counter() - t
+        if p.pairing != "lexical":
+            t = time.perf_counter()
+            pair_i, pair_j, overlap = self._semantic_pairs(texts, source_ids, pair_i, pair_j, overlap)
+            timings["embed_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        fwd, bwd = self._pair_nli(texts, pair_i, pair_j)
+        timings["nli_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        graph = _graph_ops.nli_graph(pair_i, pair_j, fwd, bwd, n, label_order=self.nli.labels, reduce=p.nli_reduce)
+        timings["kernels_s"] += time.perf_counter() - t
+
+        penalty = self._probe(active, timings)
+
+        t = time.perf_counter()
+        support = np.asarray(graph.support_count, dtype=np.float64)
+        trust = np.array([c.trust for c in active], dtype=np.float64)
+        r_tilde = np.array([c.r_tilde for c in active], dtype=np.float64)
+        scores = np.log1p(support) + p.alpha * trust + p.beta * r_tilde
+        edge_mask = np.asarray(graph.kind) != 0
+        ei, ej = np.asarray(pair_i)[edge_mask], np.asarray(pair_j)[edge_mask]
+        weights = (np.asarray(graph.w_supp) - np.asarray(graph.w_contr))[edge_mask]
+        keep, order, f_value = _graph_ops.greedy_prune(scores, ei, ej, weights, self_penalty=penalty)
+        keep = np.asarray(keep, dtype=bool)
+        domains = sorted({c.domain for c in active})
+        domain_ids = np.array([domains.index(c.domain) for c in active], dtype=np.int64)
+        kind = np.asarray(graph.kind)[edge_mask]
+        gate = _graph_ops.gate_stats(keep, ei, ej, kind, domain_ids, eps=p.eps)
+        supported = _supported_kept(keep, ei, ej, kind)
+        timings["kernels_s"] += time.perf_counter() - t
+
+        n_kept = int(keep.sum())
+        support_share = float(supported.sum()) / n_kept if n_kept else 0.0
+        passed, why = self._gate_decision(gate, n_kept, support_share)
+        for k, c in enumerate(active):
+            c.score = float(scores[k])
+            c.support = int(graph.support_count[k])
+            c.contradictions = int(graph.contradiction_count[k])
+            c.self_contradiction = float(penalty[k])
+            c.kept = bool(keep[k])
+            if not c.kept:
+                c.reason = "contradicted" if (c.contradictions > 0 or c.self_contradiction > 0) else "pruned"
+        stats = {
+            "n_passages": len(clean),
+            "n_candidates": len(claims),
+            "n_claims": n,
+            "n_pairs": int(len(pair_i)),
+            "n_kept": n_kept,
+            "n_support": int(gate["n_support"]),
+            "n_contradiction": int(gate["n_contradiction"]),
+            "r_contr": float(gate["r_contr"]),
+            "n_domains": int(gate["n_domains"]),
+            "support_share": support_share,
+            "F": float(f_value),
+            "gate_reason": why,
+            "timings": timings,
+        }
+        prompt = self._prompt(question, active, keep, passed, why)
+        return MirageResult(
+            question=question,
+            gate_passed=passed,
+            claims=claims,
+            stats=stats,
+            prompt=prompt,
+            removal_order=[active[int(k)].index for k in np.asarray(order)],
+        )
+
+    def defend_batch(
+        self, items: Iterable[Mapping[str, Any]], *, progress: bool = True
+    ) -> list[MirageResult]:
+        """Defend many queries; each item has ``question`` and ``passages``.
+
+        A failing item yields a result with ``error`` set (gate blocked, parametric prompt)
+        and never loses the other items' results. ``progress`` shows a tqdm bar when tqdm
+        is installed.
+        """
+        items = list(items)
+        iterator: Iterable = items
+        if progress:
+            try:
+                from tqdm.auto import tqdm
+
+                iterator = tqdm(items, desc="mirage", unit="query")
+            except ImportError:
+                pass
+        results = []
+        for n, item in enumerate(iterator):
+            question = item.get("question", "") if isinstance(item, Mapping) else ""
+            try:
+                results.append(self.defend(item["question"], item["passages"]))
+            except Exception as exc:  # one bad item must not lose the batch
+                logger.warning("mirage: item %d failed: %s", n, exc)
+                results.append(
+                    MirageResult(
+                        question=str(question),
+                        gate_passed=False,
+                        claims=[],
+                        stats={"gate_reason": "error"},
+                        prompt=PARAMETRIC_PROMPT.format(question=question, why="the defense failed on this input"),
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+                )
+        return results
+
+    # ------------------------------------------------------------------ steps
+    def _make_claims(self, passages: list[dict[str, Any]]) -> list[Claim]:
+        """Steps 1: sentence claims of the top-k passages, r̃, the N-claim cap."""
+        p = self.params
+        scores = [ps.get("retrieval_score") for ps in passages]
+        numeric = [float(s) for s in scores if s is not None]
+        top = max(numeric) if numeric else 0.0
+        order = sorted(range(len(passages)), key=lambda k: (-(float(scores[k]) if scores[k] is not None else -math.inf), k))
+        chosen = sorted(order[: p.top_k]) if numeric else list(range(min(p.top_k, len(passages))))
+        claims: list[Claim] = []
+        for src in chosen:
+            ps = passages[src]
+            domain = url_domain(ps.get("url"))
+            trust = trust_score(domain, p.trust)
+            s = scores[src]
+            # r̃ = score / max score; without usable scores every passage ranks equal.
+            r_tilde = max(0.0, float(s)) / top if (s is not None and top > 0) else (1.0 if top <= 0 else 0.0)
+            for sentence in split_sentences(ps["text"]):
+                claims.append(Claim(len(claims), sentence, src, domain, r_tilde, trust))
+        ranked = sorted(claims, key=lambda c: (-c.r_tilde, c.index))
+        for c in ranked[p.max_claims :]:
+            c.reason = "capped"
+        return claims
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        if self._embedder is None:
+            from .embed import MiniLMEmbedder
+
+            self._embedder = MiniLMEmbedder()
+        return np.asarray(self._embedder.encode(texts), dtype=np.float32)
+
+    def _semantic_pairs(self, texts, source_ids, lex_i, lex_j, lex_overlap):
+        """Beyond the paper: cross-source pairs whose MiniLM cosine >= tau_sem (each claim's
+        top-m partners). ``semantic`` uses them alone, ``hybrid`` joins them to the lexical
+        pairs; either is ranked by max(overlap, cosine) (ties by (i, j)) and capped at P_max."""
+        p = self.params
+        n = len(texts)
+        if n < 2:
+            return lex_i, lex_j, lex_overlap
+        emb = self._embed(texts)
+        sims = np.asarray(cosine_matrix(emb, emb), dtype=np.float64)
+        same = source_ids[:, None] == source_ids[None, :]
+        sims[same] = -np.inf
+        # Top-m partners per claim (ties by lower index), as unordered pairs i < j.
+        order = np.lexsort((np.broadcast_to(np.arange(n), (n, n)), -sims), axis=1)[:, : p.sem_top_m]
+        cand: dict[tuple[int, int], float] = {}
+        for a in range(n):
+            for b in order[a]:
+                s = sims[a, b]
+                if s >= p.tau_sem:
+                    key = (min(a, int(b)), max(a, int(b)))
+                    cand[key] = max(cand.get(key, -np.inf), float(s))
+        if p.pairing == "hybrid":
+            for a, b, o in zip(np.asarray(lex_i), np.asarray(lex_j), np.asarray(lex_overlap)):
+                key = (int(a), int(b))
+                cand[key] = max(cand.get(key, -np.inf), float(o))
+        ranked = sorted(cand.items(), key=lambda kv: (-kv[1], kv[0]))[: p.max_pairs]
+        i = np.array([k[0] for k, _ in ranked], dtype=np.int64)
+        j = np.array([k[1] for k, _ in ranked], dtype=np.int64)
+        return i, j, np.array([v for _, v in ranked], dtype=np.float64)
+
+    def _pair_nli(self, texts: list[str], pair_i, pair_j) -> tuple[np.ndarray, np.ndarray]:
+        """Step 3: both directions of every pair in one NLI batch."""
+        pair_i, pair_j = np.asarray(pair_i), np.asarray(pair_j)
+        n_pairs = len(pair_i)
+        if n_pairs == 0:
+            empty = np.zeros((0, 3), dtype=np.float64)
+            return empty, empty
+        a = [texts[k] for k in pair_i]
+        b = [texts[k] for k in pair_j]
+        probs = np.asarray(self.nli.predict_proba(a + b, b + a), dtype=np.float64)
+        return probs[:n_pairs], probs[n_pairs:]
+
+    def _probe(self, active: list[Claim], timings: dict[str, float]) -> np.ndarray:
+        """Step 4: counter-evidence probing of the top-M claims by r̃ (ties by index)."""
+        p = self.params
+        penalty = np.zeros(len(active), dtype=np.float64)
+        if self.retriever is None or p.probe_m == 0 or p.probe_k == 0 or not active:
+            return penalty
+        t = time.perf_counter()
+        top = sorted(range(len(active)), key=lambda k: (-active[k].r_tilde, k))[: p.probe_m]
+        premises, hypotheses, owner = [], [], []
+        for k in top:
+            hits = self.retriever.search(f"{active[k].text} {p.probe_suffix}", p.probe_k)
+            for hit in hits[: p.probe_k]:
+                premises.append(active[k].text)
+                hypotheses.append(str(hit.get("text", "")))
+                owner.append(k)
+        timings["retrieval_s"] = time.perf_counter() - t
+        if not premises:
+            return penalty
+        t = time.perf_counter()
+        probs = np.asarray(self.nli.predict_proba(premises, hypotheses), dtype=np.float64)
+        timings["nli_s"] = timings.get("nli_s", 0.0) + time.perf_counter() - t
+        e_col, c_col = _graph_ops.label_columns(self.nli.labels)
+        for k, row in zip(owner, probs):
+            if row[c_col] > row[e_col] and row[c_col] >= p.probe_theta:
+                penalty[k] = max(penalty[k], float(row[c_col]))
+        return penalty
+
+    def _gate_decision(self, gate: Mapping[str, Any], n_kept: int, support_share: float) -> tuple[bool, str]:
+        """Step 7: pass iff the defended set is non-empty, its contradiction ratio is at most
+        r_max, it spans at least d_min domains and (optional) enough of it is supported."""
+        p = self.params
+        if n_kept == 0:
+            return False, "no claim survived pruning"
+        if gate["r_contr"] > p.r_max:
+            return False, f"contradiction ratio {gate['r_contr']:.2f} > {p.r_max:.2f}"
+        if gate["n_domains"] < p.d_min:
+            return False, f"{gate['n_domains']} distinct domain(s) < {p.d_min}"
+        if support_share < p.min_support_share:
+            return False, f"cross-source support share {support_share:.2f} < {p.min_support_share:.2f}"
+        return True, "passed"
+
+    def _prompt(self, question, active, keep, passed, why) -> str:
+        if not passed:
+            return PARAMETRIC_PROMPT.format(question=question, why=why)
+        kept = sorted((c for c in active if c.kept), key=lambda c: (-c.score, c.index))
+        lines = [f"C{n} [score {c.score:.2f}; source: {c.domain}] {c.text}" for n, c in enumerate(kept, 1)]
+        return VERIFIED_PROMPT.format(question=question, claims="\n".join(lines))
+
+
+def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Keep only the keys the defense may read, and check them."""
+    if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
+        raise TypeError(f"passages: expected a list of dicts, got {type(passages).__name__}")
+    out = []
+    for n, ps in enumerate(passages):
+        if not isinstance(ps, Mapping):
+            raise TypeError(f"passages: item {n} is a {type(ps).__name__}, not a dict")
+        text = ps.get("text")
+        if not isinstance(text, str):
+            raise TypeError(f"passages: item {n} needs a str 'text'")
+        item = {k: ps.get(k) for k in PASSAGE_KEYS}
+        s = item["retrieval_score"]
+        if s is not None:
+            if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)) or not math.isfinite(float(s)):
+                raise ValueError(f"passages: item {n} has a non-finite or non-numeric retrieval_score {s!r}")
+            item["retrieval_score"] = float(s)
+        out.append(item)
+    return out
+
+
+def _supported_kept(keep: np.ndarray, ei: np.ndarray, ej: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Kept claims with at least one support edge to another kept claim."""
+    mask = (kind > 0) & keep[ei] & keep[ej] if len(ei) else np.zeros(0, dtype=bool)
+    out = np.zeros(len(keep), dtype=bool)
+    out[ei[mask]] = True
+    out[ej[mask]] = True
+    return out & keep
+
+
+def params_dict(params: MirageParams) -> dict[str, Any]:
+    return asdict(params)

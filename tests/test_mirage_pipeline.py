@@ -1,0 +1,279 @@
+"""MirageDefense end to end: result shape, what it may read, bad inputs, batch behaviour,
+pairing modes, counter-evidence probing, and the evaluation harness."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rrag_kernels.pipelines.mirage import MirageDefense, MirageParams
+from rrag_kernels.pipelines.mirage_eval import (
+    GateThresholds,
+    RunRecord,
+    build_regimes,
+    cross_validate_gate,
+    load_dataset,
+    run_regimes,
+    summarise,
+    tune_gate,
+)
+from rrag_kernels.pipelines.text import domain_category, split_sentences, trust_score, url_domain
+
+DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "polluted_dev.jsonl"
+
+
+def _sample():
+    return json.loads(resources.files("rrag_kernels").joinpath("data/mirage_sample.json").read_text())
+
+
+class FixedNLI:
+    """Deterministic scorer: a pair whose texts share the marker word 'agree' entails, one
+    where exactly one side says 'never' contradicts, everything else is neutral."""
+
+    labels = ("contradiction", "entailment", "neutral")  # a non-default column order
+
+    def __init__(self):
+        self.calls = 0
+
+    def predict_proba(self, premises, hypotheses):
+        self.calls += 1
+        out = np.zeros((len(premises), 3), dtype=np.float32)
+        for n, (a, b) in enumerate(zip(premises, hypotheses)):
+            if ("never" in a) != ("never" in b):
+                out[n] = (0.9, 0.05, 0.05)
+            elif "agree" in a and "agree" in b:
+                out[n] = (0.02, 0.95, 0.03)
+            else:
+                out[n] = (0.1, 0.1, 0.8)
+        return out
+
+
+def _passages(*texts, urls=None, scores=None):
+    out = []
+    for n, t in enumerate(texts):
+        p = {"text": t}
+        if urls is not None:
+            p["url"] = urls[n]
+        if scores is not None:
+            p["retrieval_score"] = scores[n]
+        out.append(p)
+    return out
+
+
+class TestText:
+    def test_split_sentences_keeps_abbreviations_and_decimals(self):
+        s = split_sentences("Dr. Smith paid $3.5 million in the U.S. Army era. It worked! Did it? Yes.")
+        assert s == ["Dr. Smith paid $3.5 million in the U.S. Army era.", "It worked!", "Did it?", "Yes."]
+
+    def test_split_sentences_empty_and_type(self):
+        assert split_sentences("   ") == []
+        with pytest.raises(TypeError, match="^text:"):
+            split_sentences(None)
+
+    @pytest.mark.parametrize(
+        "url, domain, category",
+        [
+            ("https://en.wikipedia.org/wiki/X", "en.wikipedia.org", "wiki"),
+            ("history.state.gov/milestones", "history.state.gov", "gov_edu"),
+            ("https://www.reuters.com/world", "reuters.com", "news"),
+            ("https://www.reddit.com/r/x", "reddit.com", "forum"),
+            ("https://biographyfacts.org/a", "biographyfacts.org", "org"),
+            ("https://www.britannica.com/a", "britannica.com", "com"),
+            (None, "unknown", "unknown"),
+            ("", "unknown", "unknown"),
+        ],
+    )
+    def test_domains_and_trust(self, url, domain, category):
+        assert url_domain(url) == domain
+        assert domain_category(domain) == category
+        expected = {"wiki": 0.9, "gov_edu": 0.8, "news": 0.7, "forum": 0.2, "org": 0.65, "com": 0.5, "unknown": 0.4}
+        assert trust_score(domain) == expected[category]
+
+
+class TestDefend:
+    def test_sample_offline_default(self):
+        defense = MirageDefense()
+        for item in _sample()["questions"]:
+            passages = [{k: p[k] for k in ("text", "url", "title", "retrieval_score")} for p in item["passages"]]
+            result = defense.defend(item["question"], passages)
+            assert result.claims, "sentences become claims"
+            assert all(0 <= c.source < len(passages) for c in result.claims)
+            dropped = [c for c in result.claims if not c.kept]
+            assert all(c.reason in ("capped", "pruned", "contradicted") for c in dropped)
+            assert all(c.reason is None for c in result.claims if c.kept)
+            assert set(result.removal_order) == {c.index for c in dropped if c.reason != "capped"}
+            assert result.stats["n_kept"] == len(result.kept_claims)
+            t = result.stats["timings"]
+            assert t["nli_s"] >= 0 and t["kernels_s"] > 0
+            if result.gate_passed:
+                assert "C1 [score" in result.prompt
+            else:
+                assert "own knowledge" in result.prompt
+
+    def test_never_reads_label_fields(self):
+        forbidden = {"label", "family", "source_pid", "edit"}
+
+        class Guarded(Mapping):
+            def __init__(self, data):
+                self._d = data
+
+            def __getitem__(self, key):
+                if key in forbidden:
+                    raise AssertionError(f"the defense read {key!r}")
+                return self._d[key]
+
+            def __iter__(self):
+                raise AssertionError("the defense iterated over a passage's keys")
+
+            def __len__(self):
+                return len(self._d)
+
+        item = _sample()["questions"][0]
+        result = MirageDefense(nli=FixedNLI()).defend(item["question"], [Guarded(p) for p in item["passages"]])
+        assert result.claims
+
+    def test_label_order_from_scorer(self):
+        # Two agreeing claims from different sources: support edge; a 'never' claim contradicts.
+        passages = _passages(
+            "The bridge opened in 1932 and we agree on it.",
+            "The bridge opened in 1932 and we agree on it too.",
+            "The bridge never opened in 1932 and we agree on it.",
+            urls=["https://a.org/x", "https://b.com/y", "https://c.net/z"],
+            scores=[0.9, 0.8, 0.85],
+        )
+        result = MirageDefense(nli=FixedNLI(), d_min=1).defend("q", passages)
+        by_source = {c.source: c for c in result.claims}
+        assert by_source[0].support == 1 and by_source[1].support == 1
+        assert by_source[2].contradictions == 2
+        assert not by_source[2].kept and by_source[2].reason == "contradicted"
+        assert by_source[0].kept and by_source[1].kept
+        assert result.gate_passed and result.stats["n_support"] == 1 and result.stats["n_contradiction"] == 0
+
+    def test_empty_and_missing_fields(self):
+        defense = MirageDefense(nli=FixedNLI())
+        empty = defense.defend("q", [])
+        assert not empty.gate_passed and empty.claims == [] and "own knowledge" in empty.prompt
+        result = defense.defend("q", [{"text": ""}, {"text": "One sentence here."}])
+        assert [c.domain for c in result.claims] == ["unknown"]
+        assert result.claims[0].r_tilde == 1.0  # no retrieval scores: all rank equal
+
+    def test_bad_inputs(self):
+        defense = MirageDefense(nli=FixedNLI())
+        with pytest.raises(TypeError, match="^question:"):
+            defense.defend(None, [])
+        with pytest.raises(TypeError, match="^passages:"):
+            defense.defend("q", "not a list")
+        with pytest.raises(TypeError, match="^passages:"):
+            defense.defend("q", [{"url": "https://x.org"}])
+        with pytest.raises(ValueError, match="^passages:"):
+            defense.defend("q", [{"text": "a.", "retrieval_score": float("nan")}])
+        with pytest.raises(ValueError, match="^tau:"):
+            MirageDefense(nli=FixedNLI(), tau=1.5)
+        with pytest.raises(ValueError, match="^pairing:"):
+            MirageDefense(nli=FixedNLI(), pairing="dense")
+        with pytest.raises(TypeError, match="^not_a_param:"):
+            MirageDefense(nli=FixedNLI(), not_a_param=1)
+        with pytest.raises(TypeError, match="^nli:"):
+            MirageDefense(nli=object())
+
+    def test_cap_keeps_highest_rtilde_ties_by_index(self):
+        passages = _passages("A one. A two.", "B one. B two.", "C one.", scores=[0.5, 1.0, 1.0])
+        result = MirageDefense(nli=FixedNLI(), max_claims=3).defend("q", passages)
+        active = [c.text for c in result.claims if c.reason != "capped"]
+        assert active == ["B one.", "B two.", "C one."]
+        assert [c.reason for c in result.claims[:2]] == ["capped", "capped"]
+
+    def test_batch_reports_failures_per_item(self):
+        defense = MirageDefense(nli=FixedNLI())
+        items = [
+            {"question": "q1", "passages": _passages("Fine text.")},
+            {"question": "q2", "passages": "broken"},
+            {"question": "q3", "passages": _passages("Also fine.")},
+        ]
+        results = defense.defend_batch(items, progress=False)
+        assert [r.error is None for r in results] == [True, False, True]
+        assert "passages" in results[1].error and not results[1].gate_passed
+
+    def test_probing_adds_self_contradiction(self):
+        class Retriever:
+            def search(self, query, k):
+                assert query.endswith("myth false controversy dispute correction retraction")
+                return [{"text": "It never happened like that."}] * k
+
+        passages = _passages("The bridge opened in 1932.", "The tower opened in 1950.", scores=[0.9, 0.8])
+        result = MirageDefense(nli=FixedNLI(), retriever=Retriever(), probe_m=1).defend("q", passages)
+        penalties = [c.self_contradiction for c in result.claims]
+        assert penalties == [pytest.approx(0.9), 0.0]  # only the top-1 claim by r̃ is probed
+
+    def test_semantic_and_hybrid_pairing(self):
+        class Embedder:
+            def encode(self, texts):
+                # claims mentioning 'bridge' point one way, the rest another
+                return np.array([[1.0, 0.0] if "bridge" in t else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+        passages = _passages(
+            "The bridge opened in 1932 and we agree.", "A bridge crossing began service that year, agree.",
+            "Unrelated words entirely here.", urls=["https://a.org", "https://b.org", "https://c.org"],
+        )
+        lexical = MirageDefense(nli=FixedNLI()).defend("q", passages)
+        semantic = MirageDefense(nli=FixedNLI(), embedder=Embedder(), pairing="semantic", tau_sem=0.9).defend("q", passages)
+        hybrid = MirageDefense(nli=FixedNLI(), embedder=Embedder(), pairing="hybrid", tau_sem=0.9).defend("q", passages)
+        assert lexical.stats["n_pairs"] == 0  # paraphrases share too few words
+        assert semantic.stats["n_pairs"] == 1 and semantic.stats["n_support"] == 1
+        assert hybrid.stats["n_pairs"] >= semantic.stats["n_pairs"]
+
+
+class TestHarness:
+    ROW = {
+        "id": "t1",
+        "question": "q",
+        "passages": [
+            {"pid": "c1", "text": "Clean one agree.", "url": "https://a.org", "label": "clean", "retrieval_score": 0.9},
+            {"pid": "c2", "text": "Clean two agree.", "url": "https://b.org", "label": "clean", "retrieval_score": 0.8},
+            {"pid": "p1", "text": "Never one agree.", "url": "https://a.org", "label": "polluted",
+             "family": "conflicting", "source_pid": "c1", "retrieval_score": 0.9},
+            {"pid": "p2", "text": "Never two agree.", "url": "https://b.org", "label": "polluted",
+             "family": "fabricated", "source_pid": "c2", "retrieval_score": 0.8},
+        ],
+    }
+
+    def test_regimes(self):
+        reg = build_regimes(self.ROW)
+        assert [p["pid"] for p in reg["clean"]] == ["c1", "c2"]
+        assert [p["pid"] for p in reg["polluted"]] == ["p1", "p2"]
+        assert [p["pid"] for p in reg["mixed"]] == ["c1", "p2"]  # every second source polluted
+
+    def test_run_and_summarise(self):
+        records = run_regimes(MirageDefense(nli=FixedNLI(), d_min=1), [self.ROW], progress=False)
+        assert {r.regime for r in records} == {"clean", "mixed", "polluted"}
+        summary = summarise(records)
+        assert summary["clean"]["purity"] == 1.0
+        assert 0.0 <= summary["mixed"]["clean_kept"] <= 1.0
+
+    def test_tune_gate_maximises_the_objective(self):
+        def rec(qid, regime, r_contr, n_domains, share):
+            return RunRecord(qid, regime, True, 3, r_contr, n_domains, share, 1, 0, 1, 0, {}, {}, 0.0, 0.0, 0.0)
+
+        records = [rec(f"q{k}", "clean", 0.1, 3, 0.5) for k in range(4)]
+        records += [rec(f"q{k}", "polluted", 0.1, 3, 0.1) for k in range(4)]
+        records += [rec(f"q{k}", "mixed", 0.3, 3, 0.4) for k in range(4)]
+        best = tune_gate(records)
+        thr = best["thresholds"]
+        assert best["pass_clean"] == 1.0 and best["pass_polluted"] == 0.0
+        assert 0.1 < thr.min_support_share <= 0.5  # only the support share separates them
+        assert best["pass_mixed"] == 1.0  # ties broken towards passing mixed sets
+        assert GateThresholds(0.98, 2, 0.0).passes(records[0])
+        cv = cross_validate_gate(records, folds=2)
+        assert cv["clean"] == 1.0 and cv["polluted"] == 0.0
+
+    @pytest.mark.skipif(not DEV.exists(), reason=f"dev data not found at {DEV}")
+    def test_dev_set_smoke(self):
+        rows = load_dataset(DEV)[:2]
+        records = run_regimes(MirageDefense(), rows, progress=False)
+        assert len(records) == 6 and all(r.error is None for r in records)
+        assert all(r.cand_clean + r.cand_polluted > 0 for r in records)
