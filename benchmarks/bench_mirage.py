@@ -177,16 +177,22 @@ def python_greedy_recompute(s: list[float], ei: list[int], ej: list[int], w: lis
     return np.array(alive, dtype=bool), np.array(order, dtype=np.int64)
 
 
-def python_greedy_scan(s: list[float], ei: list[int], ej: list[int], w: list[float]):
-    """Incremental gains, but the best claim found by a scan over the remaining ones."""
-    n = len(s)
-    adj: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+def _python_adjacency(s: list[float], ei: list[int], ej: list[int], w: list[float]):
+    """Adjacency lists and initial removal gains, as both incremental baselines build them."""
+    adj: list[list[tuple[int, float]]] = [[] for _ in range(len(s))]
     gain = [-x for x in s]
     for a, b, x in zip(ei, ej, w):
         adj[a].append((b, x))
         adj[b].append((a, x))
         gain[a] -= x
         gain[b] -= x
+    return adj, gain
+
+
+def python_greedy_scan(s: list[float], ei: list[int], ej: list[int], w: list[float]):
+    """Incremental gains, but the best claim found by a scan over the remaining ones."""
+    n = len(s)
+    adj, gain = _python_adjacency(s, ei, ej, w)
     alive = [True] * n
     order = []
     while True:
@@ -203,13 +209,7 @@ def python_greedy_scan(s: list[float], ei: list[int], ej: list[int], w: list[flo
 
 def python_greedy_incremental(s: list[float], ei: list[int], ej: list[int], w: list[float]):
     n = len(s)
-    adj: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    gain = [-x for x in s]
-    for a, b, x in zip(ei, ej, w):
-        adj[a].append((b, x))
-        adj[b].append((a, x))
-        gain[a] -= x
-        gain[b] -= x
+    adj, gain = _python_adjacency(s, ei, ej, w)
     heap = [(-g, c) for c, g in enumerate(gain)]
     heapq.heapify(heap)
     alive = [True] * n
