@@ -277,3 +277,12 @@ class TestHarness:
         records = run_regimes(MirageDefense(), rows, progress=False)
         assert len(records) == 6 and all(r.error is None for r in records)
         assert all(r.cand_clean + r.cand_polluted > 0 for r in records)
+
+    @pytest.mark.skipif(not DEV.exists(), reason=f"dev data not found at {DEV}")
+    def test_shipped_gate_is_the_one_tuned_on_the_dev_set(self):
+        """The defaults in MirageParams are what tune_gate picks on the dev set with the
+        default scorer; if the scorer or the pipeline changes, this says to re-tune."""
+        records = run_regimes(MirageDefense(), load_dataset(DEV), progress=False)
+        tuned = tune_gate(records)["thresholds"]
+        p = MirageParams()
+        assert (tuned.r_max, tuned.d_min, tuned.min_support_share) == (p.r_max, p.d_min, p.min_support_share)
