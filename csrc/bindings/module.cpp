@@ -9,6 +9,7 @@ namespace py = pybind11;
 namespace rrag::bindings {
 void register_cosine(py::module_& m);
 void register_graph(py::module_& m);
+void register_nli(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -24,4 +25,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("native_build", &rrag::native_build, "Whether the build used -march=native (RRAG_NATIVE=ON).");
   rrag::bindings::register_cosine(m);
   rrag::bindings::register_graph(m);
+  rrag::bindings::register_nli(m);
 }

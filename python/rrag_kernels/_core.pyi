@@ -83,3 +83,10 @@ def gate_stats(
     eps: float,
     count_unknown: bool,
 ) -> dict[str, int | float]: ...
+def lexical_opcodes(
+    tokens_a: npt.NDArray[np.int64],
+    offsets_a: npt.NDArray[np.int64],
+    tokens_b: npt.NDArray[np.int64],
+    offsets_b: npt.NDArray[np.int64],
+    trim_affixes: bool = True,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]: ...

@@ -33,3 +33,9 @@ __all__ += [
     "quantise_ref",
     "select_pairs_ref",
 ]
+
+# LexicalNLI alignment (model-free NLI hot path).
+from .lexical_align import TAGS as LEXICAL_TAGS
+from .lexical_align import lexical_opcodes_ref
+
+__all__ += ["LEXICAL_TAGS", "lexical_opcodes_ref"]
