@@ -10,6 +10,7 @@ namespace rrag::bindings {
 void register_cosine(py::module_& m);
 void register_graph(py::module_& m);
 void register_nli(py::module_& m);
+void register_conformal(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -26,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
   rrag::bindings::register_cosine(m);
   rrag::bindings::register_graph(m);
   rrag::bindings::register_nli(m);
+  rrag::bindings::register_conformal(m);
 }

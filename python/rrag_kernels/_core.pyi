@@ -90,3 +90,28 @@ def lexical_opcodes(
     offsets_b: npt.NDArray[np.int64],
     trim_affixes: bool = True,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]: ...
+
+# Conformal factuality (issue 4); public wrappers in rrag_kernels._conformal_ops.
+def r_scores(
+    scores: npt.NDArray[np.float64],
+    labels_ok: npt.NDArray[np.bool_],
+    offsets: npt.NDArray[np.int64],
+    a: float,
+    sentinel: float,
+) -> npt.NDArray[np.float64]: ...
+def conformal_quantile(
+    r: npt.NDArray[np.float64], alphas: npt.NDArray[np.float64], raise_if_too_few: bool
+) -> npt.NDArray[np.float64]: ...
+def conformal_sweep(
+    scores: npt.NDArray[np.float64],
+    labels_ok: npt.NDArray[np.bool_],
+    offsets: npt.NDArray[np.int64],
+    alphas: npt.NDArray[np.float64],
+    n_splits: int,
+    calib_fraction: float,
+    seed: int,
+    a: float,
+    sentinel: float,
+    groups: npt.NDArray[np.int64] | None = None,
+    n_groups: int = 1,
+) -> dict[str, npt.NDArray[np.float64] | npt.NDArray[np.int64]]: ...

@@ -53,8 +53,15 @@ from ._graph_ops import (  # noqa: E402
     select_pairs,
 )
 
+# The conformal-factuality kernels are implemented in _conformal_ops and public from here.
+from ._conformal_ops import SweepResult, conformal_quantile, conformal_sweep, r_scores  # noqa: E402
+
 __all__ = [
     "NliGraph",
+    "SweepResult",
+    "conformal_quantile",
+    "conformal_sweep",
+    "r_scores",
     "Pairs",
     "PruneResult",
     "TOKEN_PATTERN",

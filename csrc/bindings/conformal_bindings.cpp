@@ -1,0 +1,119 @@
+// Bindings for the conformal-factuality kernels: check buffers, release the GIL, call the
+// kernel. No math here.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+
+#include "bindings/buffers.hpp"
+#include "kernels/conformal_quantile.hpp"
+#include "kernels/conformal_sweep.hpp"
+#include "kernels/r_scores.hpp"
+
+namespace rrag::bindings {
+
+namespace {
+
+template <class T>
+int64_t check_vec(const py::array& a, const char* arg, const char* dtype, int64_t length = -1) {
+  if (!py::dtype::of<T>().is(a.dtype()))
+    throw py::type_error(std::string(arg) + ": expected dtype " + dtype + ", got " + std::string(py::str(a.dtype())));
+  if (a.ndim() != 1)
+    throw std::invalid_argument(std::string(arg) + ": expected a 1-d array, got " + std::to_string(a.ndim()) + "-d");
+  if (!(a.flags() & py::array::c_style))
+    throw std::invalid_argument(std::string(arg) + ": array must be C-contiguous (try np.ascontiguousarray)");
+  if (length >= 0 && a.shape(0) != length)
+    throw std::invalid_argument(std::string(arg) + ": expected length " + std::to_string(length) + ", got " +
+                                std::to_string(a.shape(0)));
+  return a.shape(0);
+}
+
+// scores (C,) float64, labels_ok (C,) bool, offsets (n + 1,) int64 -> n
+int64_t check_claims(const py::array& scores, const py::array& labels_ok, const py::array& offsets, int64_t& n_claims) {
+  n_claims = check_vec<double>(scores, "scores", "float64");
+  check_vec<bool>(labels_ok, "labels_ok", "bool", n_claims);
+  const int64_t len = check_vec<int64_t>(offsets, "offsets", "int64");
+  if (len < 1) throw std::invalid_argument("offsets: expected length n + 1 >= 1, got 0");
+  return len - 1;
+}
+
+py::array_t<double> r_scores_py(const py::array& scores, const py::array& labels_ok, const py::array& offsets,
+                                double a, double sentinel) {
+  int64_t n_claims = 0;
+  const int64_t n = check_claims(scores, labels_ok, offsets, n_claims);
+  py::array_t<double> out(n);
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    r_scores(data_of<double>(scores), data_of<bool>(labels_ok), n_claims, data_of<int64_t>(offsets), n, a, sentinel, o);
+  }
+  return out;
+}
+
+py::array_t<double> conformal_quantile_py(const py::array& r, const py::array& alphas, bool raise_if_too_few) {
+  const int64_t n = check_vec<double>(r, "r", "float64");
+  const int64_t n_alphas = check_vec<double>(alphas, "alpha", "float64");
+  py::array_t<double> out(n_alphas);
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    conformal_quantile(data_of<double>(r), n, data_of<double>(alphas), n_alphas, raise_if_too_few, o);
+  }
+  return out;
+}
+
+py::dict conformal_sweep_py(const py::array& scores, const py::array& labels_ok, const py::array& offsets,
+                            const py::array& alphas, int64_t n_splits, double calib_fraction, uint64_t seed, double a,
+                            double sentinel, const py::object& groups, int64_t n_groups) {
+  int64_t n_claims = 0;
+  const int64_t n = check_claims(scores, labels_ok, offsets, n_claims);
+  const int64_t n_alphas = check_vec<double>(alphas, "alphas", "float64");
+  if (n_splits < 0) throw std::invalid_argument("n_splits: must be >= 0, got " + std::to_string(n_splits));
+  const int64_t* g = nullptr;
+  py::array garr;
+  if (!groups.is_none()) {
+    if (!py::isinstance<py::array>(groups)) throw py::type_error("groups: expected an int64 numpy array or None");
+    garr = py::reinterpret_borrow<py::array>(groups);
+    check_vec<int64_t>(garr, "groups", "int64", n);
+    g = data_of<int64_t>(garr);
+    if (n_groups < 1) throw std::invalid_argument("n_groups: must be >= 1 with groups");
+  } else {
+    n_groups = 1;
+  }
+  py::array_t<double> q_hat({n_splits, n_alphas, n_groups});
+  py::array_t<double> fs({n_splits, n_alphas}), ret({n_splits, n_alphas}), ne({n_splits, n_alphas}),
+      fsne({n_splits, n_alphas});
+  py::array_t<int64_t> ncal({n_splits, n_groups});
+  SweepOutput o{q_hat.mutable_data(), fs.mutable_data(), ret.mutable_data(),
+                ne.mutable_data(),    fsne.mutable_data(), ncal.mutable_data()};
+  {
+    py::gil_scoped_release release;
+    conformal_sweep(data_of<double>(scores), data_of<bool>(labels_ok), n_claims, data_of<int64_t>(offsets), n,
+                    data_of<double>(alphas), n_alphas, n_splits, calib_fraction, seed, a, sentinel, g, n_groups, o);
+  }
+  py::dict d;
+  d["q_hat"] = q_hat;
+  d["fully_supported"] = fs;
+  d["retention"] = ret;
+  d["non_empty"] = ne;
+  d["supported_given_non_empty"] = fsne;
+  d["n_calib"] = ncal;
+  return d;
+}
+
+}  // namespace
+
+void register_conformal(py::module_& m) {
+  m.def("r_scores", &r_scores_py, py::arg("scores"), py::arg("labels_ok"), py::arg("offsets"), py::arg("a"),
+        py::arg("sentinel"), "Conformal-factuality r-score of each response -> (n,) float64.");
+  m.def("conformal_quantile", &conformal_quantile_py, py::arg("r"), py::arg("alphas"), py::arg("raise_if_too_few"),
+        "k-th smallest r-score, k = ceil((n+1)(1-alpha)), per alpha -> (n_alphas,) float64 (+inf when k > n).");
+  m.def("conformal_sweep", &conformal_sweep_py, py::arg("scores"), py::arg("labels_ok"), py::arg("offsets"),
+        py::arg("alphas"), py::arg("n_splits"), py::arg("calib_fraction"), py::arg("seed"), py::arg("a"),
+        py::arg("sentinel"), py::arg("groups") = py::none(), py::arg("n_groups") = 1,
+        "All calibration/test splits x alphas -> dict(q_hat, fully_supported, retention, non_empty, "
+        "supported_given_non_empty, n_calib).");
+}
+
+}  // namespace rrag::bindings

@@ -1,0 +1,143 @@
+"""conformal_sweep: every split x alpha in one call, bitwise equal in reference and cpp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conformal_data import backend_fixture, claims
+
+from rrag_kernels._conformal_ops import conformal_quantile, conformal_sweep, r_scores
+from rrag_kernels.reference import calibration_mask_ref, conformal_sweep_ref, split_keys_ref
+
+backend = backend_fixture()
+
+FIELDS = ("q_hat", "fully_supported", "retention", "non_empty", "supported_given_non_empty", "n_calib")
+ALPHAS = np.array([0.05, 0.1, 0.2, 0.35, 0.5])
+
+
+def _equal(x, y):
+    for f in FIELDS:
+        np.testing.assert_array_equal(getattr(x, f), getattr(y, f), err_msg=f)
+
+
+@pytest.mark.parametrize("n", [2, 3, 61, 400])
+@pytest.mark.parametrize("a", [1.0, 0.75])
+@pytest.mark.parametrize("sentinel", [-np.inf, -1.0])
+def test_cpp_equals_reference(core, rng, n, a, sentinel):
+    s, ok, off = claims(rng, n)
+    kw = dict(alphas=ALPHAS, n_splits=6, seed=int(rng.integers(2**63)) * 2 + 1, a=a, sentinel=sentinel)
+    _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), conformal_sweep(s, ok, off, backend="reference", **kw))
+
+
+@pytest.mark.parametrize("n_groups", [1, 3, 17])
+def test_groups_cpp_equals_reference(core, rng, n_groups):
+    s, ok, off = claims(rng, 300)
+    groups = np.array([f"g{x}" for x in rng.integers(0, n_groups, 300)])
+    kw = dict(alphas=ALPHAS, n_splits=5, seed=3, calib_fraction=0.3, groups=groups)
+    x = conformal_sweep(s, ok, off, backend="cpp", **kw)
+    _equal(x, conformal_sweep(s, ok, off, backend="reference", **kw))
+    assert x.q_hat.shape == (5, 5, len(set(groups.tolist())))
+    assert list(x.groups) == sorted(set(groups.tolist()))
+
+
+def test_q_hat_is_the_quantile_of_the_calibration_split(backend, rng):
+    s, ok, off = claims(rng, 101)
+    sw = conformal_sweep(s, ok, off, alphas=ALPHAS, n_splits=4, seed=11, calib_fraction=0.4, backend=backend)
+    r = r_scores(s, ok, off)
+    for sp in range(4):
+        cal = calibration_mask_ref(11, sp, 101, 0.4)
+        assert cal.sum() == 40 == sw.n_calib[sp, 0]
+        np.testing.assert_array_equal(sw.q_hat[sp, :, 0], conformal_quantile(r[cal], ALPHAS))
+        # metrics from the definition on the test split
+        keep = s >= sw.q_hat[sp, 1, 0]
+        test = np.flatnonzero(~cal)
+        fs = [not (keep[off[i]:off[i + 1]] & ~ok[off[i]:off[i + 1]]).any() for i in test]
+        assert sw.fully_supported[sp, 1] == np.mean(fs)
+
+
+def test_split_generator():
+    k = split_keys_ref(7, 0, 100000)
+    assert np.unique(k).size == 100000
+    assert not np.array_equal(k, split_keys_ref(7, 1, 100000))
+    assert not np.array_equal(k, split_keys_ref(8, 0, 100000))
+    # first keys pinned: the generator is part of the API (C++ shares it)
+    assert split_keys_ref(0, 0, 2).tolist() == split_keys_ref(0, 0, 3)[:2].tolist()
+    assert calibration_mask_ref(0, 0, 10, 0.5).sum() == 5
+
+
+def test_reproducible_and_seed_dependent(backend, rng):
+    s, ok, off = claims(rng, 200)
+    kw = dict(alphas=ALPHAS, n_splits=3, backend=backend)
+    _equal(conformal_sweep(s, ok, off, seed=5, **kw), conformal_sweep(s, ok, off, seed=5, **kw))
+    a, b = conformal_sweep(s, ok, off, seed=5, **kw), conformal_sweep(s, ok, off, seed=6, **kw)
+    assert not np.array_equal(a.q_hat, b.q_hat)
+    big = conformal_sweep(s, ok, off, seed=2**64 - 1, **kw)
+    assert big.q_hat.shape == (3, 5, 1)
+
+
+def test_thread_count_invariant(restore_threads_and_simd, rng):
+    import rrag_kernels
+
+    s, ok, off = claims(rng, 5003)
+    groups = rng.integers(0, 4, 5003)
+    kw = dict(alphas=ALPHAS, n_splits=9, seed=1, groups=groups, backend="cpp")
+    rrag_kernels.set_num_threads(1)
+    one = conformal_sweep(s, ok, off, **kw)
+    rrag_kernels.set_num_threads(3)
+    _equal(conformal_sweep(s, ok, off, **kw), one)
+
+
+def test_sentinel_minus_inf_keeps_everything(backend):
+    # every response fully supported -> r = -inf -> q_hat = -inf: all kept, all fully supported
+    s = np.array([0.3, 0.2, 0.5, 0.1, 0.9, 0.4])
+    ok = np.ones(6, dtype=bool)
+    off = np.array([0, 2, 2, 4, 5, 6, 6])
+    sw = conformal_sweep(s, ok, off, alphas=[0.5], n_splits=3, seed=0, backend=backend)
+    assert (sw.q_hat == -np.inf).all()
+    assert (sw.fully_supported == 1.0).all() and (sw.retention == 1.0).all()
+
+
+def test_coverage_property(backend, rng):
+    """On exchangeable data the mean test fully-supported rate is >= 1 - alpha (up to noise)."""
+    s, ok, off = claims(rng, 2000, ties=False, p_ok=0.85, empty_share=0.0)
+    n_splits = 100 if backend == "cpp" else 10
+    sw = conformal_sweep(s, ok, off, alphas=ALPHAS[:4], n_splits=n_splits, seed=2, backend=backend)
+    tol = 3 * np.sqrt(ALPHAS[:4] * (1 - ALPHAS[:4]) / 1000 / n_splits) + 0.005
+    assert (sw.fully_supported.mean(0) >= 1 - ALPHAS[:4] - tol).all()
+    summ = sw.summary()
+    assert (summ["fully_supported"]["lo"] <= summ["fully_supported"]["mean"]).all()
+
+
+def test_zero_splits(backend, rng):
+    s, ok, off = claims(rng, 10)
+    sw = conformal_sweep(s, ok, off, alphas=ALPHAS, n_splits=0, seed=0, backend=backend)
+    assert sw.fully_supported.shape == (0, 5)
+
+
+def test_errors(backend, rng):
+    s, ok, off = claims(rng, 10)
+    kw = dict(alphas=ALPHAS, n_splits=2, seed=0, backend=backend)
+    with pytest.raises(ValueError, match="^calib_fraction: empty calibration set"):
+        conformal_sweep(s, ok, off, calib_fraction=0.05, **kw)
+    with pytest.raises(ValueError, match="^calib_fraction: empty calibration set"):
+        conformal_sweep(s[:0], ok[:0], [0], **kw)
+    with pytest.raises(ValueError, match="^calib_fraction:"):
+        conformal_sweep(s, ok, off, calib_fraction=1.0, **kw)
+    with pytest.raises(ValueError, match="^alphas:"):
+        conformal_sweep(s, ok, off, alphas=[0.1, 1.0], n_splits=2, seed=0, backend=backend)
+    with pytest.raises(ValueError, match="^a:"):
+        conformal_sweep(s, ok, off, a=0.0, **kw)
+    with pytest.raises(ValueError, match="^n_splits:"):
+        conformal_sweep(s, ok, off, alphas=ALPHAS, n_splits=-1, seed=0, backend=backend)
+    with pytest.raises(ValueError, match="^seed:"):
+        conformal_sweep(s, ok, off, alphas=ALPHAS, n_splits=1, seed=-1, backend=backend)
+    with pytest.raises(TypeError, match="^seed:"):
+        conformal_sweep(s, ok, off, alphas=ALPHAS, n_splits=1, seed=1.5, backend=backend)
+    with pytest.raises(ValueError, match="^groups:"):
+        conformal_sweep(s, ok, off, groups=np.zeros(3), **kw)
+    with pytest.raises(ValueError, match="^labels_ok:"):
+        conformal_sweep(s, ok[:-1], off, **kw)
+    bad = s.copy()
+    bad[0] = np.nan
+    with pytest.raises(ValueError, match="^scores: contains NaN"):
+        conformal_sweep(bad, ok, off, **kw)
