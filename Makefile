@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh machine (see README):
-#   make demo   build, print the configuration, run the MIRAGE defense on the packaged
-#               sample, run a short benchmark of the kernels
+#   make demo   build, print the configuration, run the MIRAGE defense and the conformal
+#               filter on the packaged samples, run a short benchmark of the kernels
 #   make test   install what the tests need and run the full suite
 # Both create .venv and install torch==2.13.0 FIRST and alone: an unpinned torch (asked for
 # by any other package) would pull a multi-GB CUDA build.
@@ -33,6 +33,7 @@ install-test: $(STAMP)-torch
 demo: install
 	$(PY) -m rrag_kernels info
 	$(PY) -m rrag_kernels demo
+	$(PY) -m rrag_kernels conformal-demo
 	$(PY) benchmarks/bench_cosine.py --quick
 
 test: install-test
