@@ -345,3 +345,18 @@ def check_topk(scores, indices, queries, corpus, k: int, *, exact_ties: bool = T
             f"{wrong[:10]}: got {i[q, wrong[:10]]}, expected {order[q, wrong[:10]]}"
         )
     return tol
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words embedder for pipeline tests (no model): each word maps to
+    a fixed pseudo-random 64-d vector (seeded by its CRC32), a text to their normalised sum."""
+
+    def encode(self, texts):
+        import zlib
+
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for n, t in enumerate(texts):
+            for w in t.lower().split():
+                out[n] += np.random.default_rng(zlib.crc32(w.encode())).standard_normal(64)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1)

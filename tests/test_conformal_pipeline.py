@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
-import zlib
 import sys
 
 import numpy as np
 import pytest
+from helpers import HashEmbedder
 
 from rrag_kernels.conformal import ClaimConformal
 from rrag_kernels.pipelines.conformal import ConformalRAG, MultiHopRetriever, default_rewriter, load_sample
 from rrag_kernels.reference import claim_relevance_ref
 
-
-class HashEmbedder:
-    """Deterministic bag-of-words embedder (no model), as in test_retrieval.py."""
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for n, t in enumerate(texts):
-            for w in t.lower().split():
-                out[n] += np.random.default_rng(zlib.crc32(w.encode())).standard_normal(64)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1)
 
 CORPUS = [
     "alpha beta gamma",

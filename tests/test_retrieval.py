@@ -4,10 +4,10 @@ counter-evidence probing runs end to end with real embeddings (offline)."""
 from __future__ import annotations
 
 import importlib.util
-import zlib
 
 import numpy as np
 import pytest
+from helpers import HashEmbedder
 
 from rrag_kernels.pipelines.retrieval import DenseRetriever
 
@@ -18,18 +18,6 @@ POOL = [
     {"text": "Bananas are a good source of potassium.", "url": "https://d.org/4"},
     {"text": "The Berlin Wall fell on 9 November 1989.", "url": "https://e.org/5"},
 ]
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words embedder (no model): word -> fixed random vector."""
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for n, t in enumerate(texts):
-            for w in t.lower().split():
-                out[n] += np.random.default_rng(zlib.crc32(w.encode())).standard_normal(64)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1)
 
 
 def test_topk_fallback_orders_by_cosine():

@@ -29,6 +29,7 @@ from ..ops import claim_relevance
 from .protocols import Embedder
 from .retrieval import DenseRetriever
 from .text import split_sentences
+from ._progress import progress_iter
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -347,14 +348,7 @@ class ConformalRAG:
         A failing item comes back with ``error`` set and no claims; the others are kept.
         """
         items = list(items)
-        iterator: Iterable = items
-        if progress:
-            try:
-                from tqdm.auto import tqdm
-
-                iterator = tqdm(items, desc="conformal", unit="query")
-            except ImportError:
-                pass
+        iterator = progress_iter(items, enabled=progress, desc="conformal", unit="query")
         prepared: list[Any] = []
         errors: list[str | None] = []
         for n, item in enumerate(iterator):

@@ -32,6 +32,7 @@ from .. import _graph_ops
 from ..ops import cosine_matrix
 from .protocols import Embedder, NLIScorer, Retriever
 from .text import DEFAULT_TRUST, split_sentences, trust_score, url_domain
+from ._progress import progress_iter
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -303,14 +304,7 @@ class MirageDefense:
         is installed.
         """
         items = list(items)
-        iterator: Iterable = items
-        if progress:
-            try:
-                from tqdm.auto import tqdm
-
-                iterator = tqdm(items, desc="mirage", unit="query")
-            except ImportError:
-                pass
+        iterator = progress_iter(items, enabled=progress, desc="mirage", unit="query")
         results = []
         for n, item in enumerate(iterator):
             question = item.get("question", "") if isinstance(item, Mapping) else ""

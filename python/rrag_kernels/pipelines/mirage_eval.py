@@ -20,11 +20,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from .mirage import PASSAGE_KEYS, MirageDefense, MirageParams
+from ._progress import progress_iter
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -93,14 +94,7 @@ def run_regimes(
 ) -> list[RunRecord]:
     """Defend every (question, regime) and record what the gate saw."""
     jobs = [(row, regime) for row in rows for regime in regimes]
-    iterator: Iterable = jobs
-    if progress:
-        try:
-            from tqdm.auto import tqdm
-
-            iterator = tqdm(jobs, desc="mirage-eval", unit="run")
-        except ImportError:
-            pass
+    iterator = progress_iter(jobs, enabled=progress, desc="mirage-eval", unit="run")
     records = []
     for row, regime in iterator:
         labelled = build_regimes(row)[regime]
