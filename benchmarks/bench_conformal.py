@@ -230,15 +230,7 @@ def main(argv=None) -> int:
         ("r_scores", partial(r_cases, rk, co, ref, rng, sizes["r_scores"], args.quick)),
     ]
     results = harness.run_cases("conformal", factories, args, rk)
-    print()
-    print("== rrag-cpp against every baseline (median / median)")
-    for res in results:
-        rows = {row["provider"]: float(row["median_ms"]) for row in res.rows}
-        if "rrag-cpp" not in rows:
-            continue
-        ours = rows["rrag-cpp"]
-        ratios = ", ".join(f"{k} {v / ours:.1f}x" for k, v in rows.items() if k != "rrag-cpp")
-        print(f"{res.case.kernel} [{res.case.shape}]: rrag-cpp {ours:.2f} ms; {ratios}")
+    harness.print_ratios_vs_rrag(results, unit="ms", exclude=())
     return 0
 
 

@@ -532,16 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         ("graph_stage", partial(stage_cases, libs, corpus, rng, args.nli_ms_per_pair)),
     ]
     results = harness.run_cases("mirage", factories, args, rk)
-    print()
-    print("== rrag-cpp against every baseline (median / median)")
-    for res in results:
-        rows = {row["provider"]: float(row["median_ms"]) for row in res.rows}
-        if "rrag-cpp" not in rows:
-            continue
-        ours = rows["rrag-cpp"]
-        ratios = ", ".join(f"{name} {ms / ours:.1f}x" for name, ms in rows.items()
-                           if name != "rrag-cpp" and name != "reference")
-        print(f"{res.case.kernel} [{res.case.shape}]: rrag-cpp {ours * 1e3:.1f} us; {ratios}")
+    harness.print_ratios_vs_rrag(results, unit="us", exclude=("reference",))
     for res in results:
         if res.case.kernel == "graph_stage" and args.nli_ms_per_pair:
             rows = {row["provider"]: float(row["median_ms"]) for row in res.rows}

@@ -773,3 +773,18 @@ def check_topk(scores: Any, indices: Any, queries: np.ndarray, corpus: np.ndarra
                               np.einsum("rd,rkd->rk", q, c) / (qn[:, None] * cn), 0.0)
     assert_close(s, recomputed, atol=atol, rtol=0, what=f"{what} (score of returned index)")
     assert_close(s, expected_scores, atol=atol, rtol=0, what=f"{what} (scores vs expected)")
+
+
+def print_ratios_vs_rrag(results, *, unit: str = "ms", exclude: tuple[str, ...] = ("reference",)) -> None:
+    """Print, per case, rrag-cpp's median and every other provider's median / rrag's."""
+    scale = {"ms": 1.0, "us": 1e3}[unit]
+    print()
+    print("== rrag-cpp against every baseline (median / median)")
+    for res in results:
+        rows = {row["provider"]: float(row["median_ms"]) for row in res.rows}
+        if "rrag-cpp" not in rows:
+            continue
+        ours = rows["rrag-cpp"]
+        ratios = ", ".join(f"{name} {ms / ours:.1f}x" for name, ms in rows.items()
+                           if name != "rrag-cpp" and name not in exclude)
+        print(f"{res.case.kernel} [{res.case.shape}]: rrag-cpp {ours * scale:.2f} {unit}; {ratios}")
