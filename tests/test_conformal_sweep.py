@@ -55,6 +55,48 @@ def test_q_hat_is_the_quantile_of_the_calibration_split(backend, rng):
         assert sw.fully_supported[sp, 1] == np.mean(fs)
 
 
+@pytest.fixture
+def sweep_tuning(core):
+    yield core._set_sweep_tuning
+    core._set_sweep_tuning(8.0, 8.0, True)
+
+
+@pytest.mark.parametrize("tuning", [(8.0, 8.0, True), (0.0, 0.0, True), (-1.0, -1.0, False), (0.0, 0.5, False)])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_fast_paths_equal_reference_at_scale(sweep_tuning, rng, tuning, grouped):
+    # At this size most responses are split-invariant (their scores miss every alpha's band of
+    # thresholds), so the class path carries most of the counts, and the key window and r-score
+    # bands hit. Width 0 makes the window and the bands miss often (radix select, exact
+    # quantile selection); < 0 turns them off. Every setting must give the same bits.
+    n = 20_000
+    s, ok, off = claims(rng, n, ties=False)
+    s[rng.random(s.shape[0]) < 0.02] = -np.inf  # scores at the sentinel's value
+    groups = rng.integers(0, 3, n) if grouped else None
+    kw = dict(alphas=np.array([0.3, 0.05, 0.1]), n_splits=7, seed=int(rng.integers(2**62)), groups=groups)
+    sweep_tuning(*tuning)
+    got = conformal_sweep(s, ok, off, backend="cpp", **kw)
+    _equal(got, conformal_sweep(s, ok, off, backend="reference", **kw))
+
+
+def test_sampled_band_ends_equal_reference(core, rng):
+    # Groups above 2 * 65,536 responses take their band ends from a strided sample.
+    n = 140_000
+    s, ok, off = claims(rng, n, max_p=4, ties=False)
+    kw = dict(alphas=np.array([0.1, 0.25]), n_splits=2, seed=4)
+    _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), conformal_sweep(s, ok, off, backend="reference", **kw))
+
+
+def test_ties_and_sentinels_through_narrow_bands(sweep_tuning, rng):
+    # Rounded scores: many equal r-scores straddle every band edge; a = 0.75 and a finite
+    # sentinel give r-scores that are not claim maxima.
+    s, ok, off = claims(rng, 5000, ties=True)
+    kw = dict(alphas=ALPHAS, n_splits=5, seed=9, a=0.75, sentinel=-1.0, groups=rng.integers(0, 5, 5000))
+    want = conformal_sweep(s, ok, off, backend="reference", **kw)
+    for tuning in [(8.0, 8.0, True), (0.0, 0.0, True)]:
+        sweep_tuning(*tuning)
+        _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), want)
+
+
 def test_split_generator():
     k = split_keys_ref(7, 0, 100000)
     assert np.unique(k).size == 100000
@@ -137,7 +179,27 @@ def test_errors(backend, rng):
         conformal_sweep(s, ok, off, groups=np.zeros(3), **kw)
     with pytest.raises(ValueError, match="^labels_ok:"):
         conformal_sweep(s, ok[:-1], off, **kw)
+    with pytest.raises(ValueError, match="^sentinel:"):
+        conformal_sweep(s, ok, off, sentinel=np.nan, **kw)
     bad = s.copy()
     bad[0] = np.nan
     with pytest.raises(ValueError, match="^scores: contains NaN"):
         conformal_sweep(bad, ok, off, **kw)
+
+
+def test_every_simd_level_equals_reference(restore_threads_and_simd, rng):
+    # The split keys and unsupported maxima have one implementation per ISA; each must give the
+    # reference's bits, at 1 and 3 threads.
+    import rrag_kernels
+
+    core = restore_threads_and_simd
+    s, ok, off = claims(rng, 3001)
+    kw = dict(alphas=ALPHAS, n_splits=4, seed=77, groups=rng.integers(0, 2, 3001))
+    want = conformal_sweep(s, ok, off, backend="reference", **kw)
+    want_r = r_scores(s, ok, off, backend="reference")
+    for level in core.available_simd_levels():
+        core.set_simd_level(level)
+        for threads in (1, 3):
+            rrag_kernels.set_num_threads(threads)
+            _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), want)
+            np.testing.assert_array_equal(r_scores(s, ok, off, backend="cpp"), want_r, err_msg=level)

@@ -99,6 +99,8 @@ def test_errors(backend):
     for a in (0.0, -0.5, 1.5, np.nan):
         with pytest.raises(ValueError, match="^a:"):
             r_scores(s, ok, off, a=a, backend=backend)
+    with pytest.raises(ValueError, match="^sentinel: must not be NaN"):
+        r_scores(s, ok, off, sentinel=np.nan, backend=backend)
     with pytest.raises(ValueError, match="^offsets:"):
         r_scores(s, ok, np.array([0, 3]), backend=backend)
     with pytest.raises(ValueError, match="^offsets:"):
@@ -110,3 +112,16 @@ def test_errors(backend):
 def test_triton_backend_refused():
     with pytest.raises(ValueError, match="^backend:"):
         r_scores(np.array([0.1]), np.array([True]), np.array([0, 1]), backend="triton")
+
+
+@pytest.mark.parametrize("a", [1.0, 0.6])
+def test_cpp_rechecks_and_names_the_first_nan(core, rng, a):
+    # The compiled entry point is called directly: its own checks, not the Python ones. A NaN
+    # in a long response (past the insertion-sort length) must raise, never reach a sort.
+    s = rng.random(40)
+    s[[23, 31]] = np.nan
+    ok, off = rng.random(40) < 0.5, np.array([0, 3, 40], dtype=np.int64)
+    with pytest.raises(ValueError, match="^scores: contains NaN \\(first at index 23\\)"):
+        core.r_scores(s, ok, off, a, -np.inf)
+    with pytest.raises(ValueError, match="^sentinel: must not be NaN"):
+        core.r_scores(s[:3], ok[:3], off[:2], a, np.nan)

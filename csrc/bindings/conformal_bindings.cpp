@@ -114,6 +114,9 @@ void register_conformal(py::module_& m) {
         py::arg("sentinel"), py::arg("groups") = py::none(), py::arg("n_groups") = 1,
         "All calibration/test splits x alphas -> dict(q_hat, fully_supported, retention, non_empty, "
         "supported_given_non_empty, n_calib).");
+  m.def("_set_sweep_tuning", &set_sweep_tuning, py::arg("window_sigmas"), py::arg("band_sigmas"),
+        py::arg("stable_classes"),
+        "Testing hook: widths of conformal_sweep's shortcuts (defaults 8, 8, True); results are identical.");
 }
 
 }  // namespace rrag::bindings

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "simd/primitives.hpp"
+
 namespace rrag {
 
 // The split generator, shared bit for bit with reference/conformal_sweep.py.
@@ -12,12 +14,8 @@ namespace rrag {
 // Split s of seed: base = mix(seed + (s + 1) * G), key_j = mix(base + (j + 1) * G) with
 // G = 0x9E3779B97F4A7C15 (odd, so the keys of one split are distinct). The calibration set is
 // the m = floor(calib_fraction * n) responses with the smallest keys; the rest are the test set.
-inline uint64_t splitmix64_mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kSplitGamma = 0x9E3779B97F4A7C15ULL;
+using simd::kSplitGamma;
+using simd::splitmix64_mix;
 inline uint64_t split_base(uint64_t seed, int64_t split) {
   return splitmix64_mix(seed + (uint64_t(split) + 1) * kSplitGamma);
 }
@@ -48,6 +46,12 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
                      int64_t n_responses, const double* alphas, int64_t n_alphas, int64_t n_splits,
                      double calib_fraction, uint64_t seed, double a, double sentinel, const int64_t* groups,
                      int64_t n_groups, const SweepOutput& out);
+
+// Testing hook (defaults 8, 8, true): half-widths, in standard deviations, of the window each
+// split's threshold key is selected from and of the r-score bands q_hat is read from (small
+// values make the exact fallbacks run often; < 0 turns the shortcut off), and whether
+// split-invariant responses are evaluated once per class. Results are identical for any value.
+void set_sweep_tuning(double window_sigmas, double band_sigmas, bool stable_classes);
 
 // m = floor(calib_fraction * n); throws unless calib_fraction in (0, 1) and 1 <= m <= n - 1.
 int64_t calibration_size(int64_t n, double calib_fraction);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ void check_level_a(double a) {
   if (!(a > 0.0 && a <= 1.0)) fail("a", "the factuality level must be in (0, 1], got " + std::to_string(a));
 }
 
+// Responses up to this length take the pairwise path of r_score_one.
+constexpr int64_t kPairwiseMax = 16;
+
 double r_score_one(const double* s, const bool* ok, int64_t p, double a, double sentinel, int64_t* order) {
   if (p == 0) return sentinel;
   if (a == 1.0) {
@@ -32,6 +36,37 @@ double r_score_one(const double* s, const bool* ok, int64_t p, double a, double 
         any = true;
       }
     return any ? u : sentinel;
+  }
+  if (p <= kPairwiseMax) {
+    // The scan returns the largest threshold t at which the fraction is below a, and the
+    // thresholds are the scores: S = max over claims c with supported(s >= s_c) <
+    // a * kept(s >= s_c) of s_c -- the same counts and the same division as the scan.
+    // Branch-free compares over a fixed width (lanes past p masked off) beat a sort for short
+    // responses.
+    constexpr double kMinusInf = -__builtin_inf();
+    double sv[kPairwiseMax];
+    int ov[kPairwiseMax];
+    const int64_t width = p <= 8 ? 8 : kPairwiseMax;
+    for (int64_t d = 0; d < width; ++d) {
+      sv[d] = d < p ? s[d] : kMinusInf;
+      ov[d] = d < p && ok[d] ? 1 : 0;
+    }
+    double best = kMinusInf;
+    bool any = false;
+    for (int64_t c = 0; c < p; ++c) {
+      const double t = s[c];
+      int kept = 0, supported = 0;
+      for (int64_t d = 0; d < width; ++d) {
+        const int in = (sv[d] >= t) & (d < p);
+        kept += in;
+        supported += in & ov[d];
+      }
+      const bool hit = double(supported) / double(kept) < a;
+      const double candidate = hit ? t : kMinusInf;
+      best = candidate > best ? candidate : best;
+      any |= hit;
+    }
+    return any ? best : sentinel;
   }
   for (int64_t c = 0; c < p; ++c) order[c] = c;
   // Descending score; the order within a group of equal scores does not matter because the
@@ -66,20 +101,45 @@ double r_score_one(const double* s, const bool* ok, int64_t p, double a, double 
 
 void r_scores(const double* scores, const bool* labels_ok, int64_t n_claims, const int64_t* offsets,
               int64_t n_responses, double a, double sentinel, double* out) {
-  check_offsets(offsets, n_responses, n_claims, "offsets");
+  check_offsets_parallel(offsets, n_responses, n_claims, "offsets", get_num_threads());
   check_level_a(a);
-  check_scores_not_nan(scores, n_claims, "scores");
-  int64_t p_max = 0;
-  for (int64_t i = 0; i < n_responses; ++i) p_max = std::max(p_max, offsets[i + 1] - offsets[i]);
-#pragma omp parallel num_threads(get_num_threads())
-  {
-    std::vector<int64_t> order(static_cast<size_t>(p_max));
+  if (std::isnan(sentinel)) fail("sentinel", "must not be NaN");
+  // Every claim belongs to exactly one response (checked CSR), so the NaN test rides along in
+  // the scoring pass instead of costing a separate read of the scores; the lowest bad index is
+  // looked up only when there is one.
+  bool any_nan = false;
+  if (a == 1.0) {
+    // The fraction drops below 1 exactly at the largest unsupported score: a masked maximum
+    // per response, memory-bound (SIMD primitive of the active ISA).
+    const auto& prims = primitives();
+    constexpr int64_t kChunk = 4096;
+    const int64_t n_chunks = (n_responses + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) reduction(|| : any_nan) num_threads(get_num_threads())
+    for (int64_t t = 0; t < n_chunks; ++t) {
+      const int64_t i0 = t * kChunk, len = std::min(kChunk, n_responses - i0);
+      const bool nan = prims.unsupported_max(scores, labels_ok, offsets + i0, len, sentinel, out + i0, nullptr);
+      any_nan = any_nan || nan;
+    }
+  } else {
+    int64_t p_max = 0;
+    for (int64_t i = 0; i < n_responses; ++i) p_max = std::max(p_max, offsets[i + 1] - offsets[i]);
+#pragma omp parallel reduction(|| : any_nan) num_threads(get_num_threads())
+    {
+      std::vector<int64_t> order(static_cast<size_t>(p_max));
+      bool nan = false;
 #pragma omp for schedule(dynamic, 1024)
-    for (int64_t i = 0; i < n_responses; ++i) {
-      const int64_t b = offsets[i];
-      out[i] = r_score_one(scores + b, labels_ok + b, offsets[i + 1] - b, a, sentinel, order.data());
+      for (int64_t i = 0; i < n_responses; ++i) {
+        const int64_t b = offsets[i];
+        bool here = false;
+        for (int64_t c = b; c < offsets[i + 1]; ++c) here |= scores[c] != scores[c];
+        nan |= here;
+        // NaN breaks the ordering the sort needs; such a call throws below anyway.
+        out[i] = here ? sentinel : r_score_one(scores + b, labels_ok + b, offsets[i + 1] - b, a, sentinel, order.data());
+      }
+      any_nan = any_nan || nan;
     }
   }
+  if (any_nan) check_scores_not_nan(scores, n_claims, "scores");
 }
 
 }  // namespace rrag

@@ -13,7 +13,7 @@ namespace rrag {
 // response; responses in parallel; the result does not depend on the thread count.
 //
 // Checks: offsets (CSR over n_claims), scores without NaN (the lowest bad index is named),
-// a in (0, 1]. Throws std::invalid_argument "<arg>: ...".
+// a in (0, 1], sentinel not NaN. Throws std::invalid_argument "<arg>: ...".
 void r_scores(const double* scores, const bool* labels_ok, int64_t n_claims, const int64_t* offsets,
               int64_t n_responses, double a, double sentinel, double* out);
 

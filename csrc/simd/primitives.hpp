@@ -1,5 +1,6 @@
-// Dense float32 primitives shared by the cosine kernels, compiled once per ISA
-// (scalar, AVX2+FMA, AVX-512) and chosen at run time (see kernels/runtime.hpp).
+// Dense float32 primitives shared by the cosine kernels, and the two streaming passes of the
+// conformal kernels, compiled once per ISA (scalar, AVX2+FMA, AVX-512) and chosen at run time
+// (see kernels/runtime.hpp).
 //
 // Every dot product, whichever primitive or tile position computes it, follows one fixed
 // summation order for a given ISA: W-lane partial sums over d in steps of W (zero-filled
@@ -36,7 +37,31 @@ struct Primitives {
   void (*gemm_packed)(const float* a_packed, int64_t m, const float* b_packed, int64_t n,
                       int64_t d, float* c, int64_t ldc, const float* row_scale,
                       const float* col_scale);
+
+  // Conformal r-scores at a = 1. For the n segments i of x (claims offsets[i] ..
+  // offsets[i+1], float64): umax[i] = the largest x[c] with ok[c] false, or `sentinel` when
+  // there is none; has_bad[i] (when not null) = whether there is one. Returns whether any
+  // x[c] is NaN. A maximum does not depend on the order it is taken in, so every ISA gives the
+  // same values (a zero's sign may differ).
+  bool (*unsupported_max)(const double* x, const bool* ok, const int64_t* offsets, int64_t n,
+                          double sentinel, double* umax, bool* has_bad);
+
+  // Conformal sweep split keys (see kernels/conformal_sweep.hpp for the generator) of the
+  // positions t < count, response j = perm ? perm[t] : t:  key = mix(base + (j + 1) * G).
+  // below[w] bit b = (key of t = 64w + b) < lo; window[w] (when not null) bit b =
+  // lo <= key <= lo + span. Unsigned 64-bit arithmetic; bits past `count` are 0.
+  void (*split_key_bits)(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
+                         uint64_t* below, uint64_t* window);
 };
+
+// The split-key generator shared by every ISA (SplitMix64's finaliser, a bijection of uint64).
+constexpr uint64_t kSplitGamma = 0x9E3779B97F4A7C15ULL;
+constexpr uint64_t kSplitMul1 = 0xBF58476D1CE4E5B9ULL, kSplitMul2 = 0x94D049BB133111EBULL;
+inline uint64_t splitmix64_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * kSplitMul1;
+  z = (z ^ (z >> 27)) * kSplitMul2;
+  return z ^ (z >> 31);
+}
 
 const Primitives& primitives_scalar();
 const Primitives& primitives_avx2();

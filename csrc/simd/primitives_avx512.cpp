@@ -49,6 +49,96 @@ struct Avx512Traits {
     // v lane 4k + e holds acc r = 4e + k, i.e. acc[i = e][j = k]: column-major.
     _mm512_store_ps(out, v);
   }
+
+  // 8 claims per step with masked loads of the scores and the label bytes; 8 responses per
+  // block, whose 8 partial-maximum vectors are reduced together by a transpose tree (21
+  // instructions instead of 8 separate horizontal reductions).
+  static constexpr int64_t kUnsupportedPrefetch = 4096;
+  static __m512d max_of_each(const __m512d a[8]) {
+    __m512d t[4];
+    for (int i = 0; i < 4; ++i)  // lane pairs within each 128-bit lane: [a_2i, a_2i+1] interleaved
+      t[i] = _mm512_max_pd(_mm512_unpacklo_pd(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_pd(a[2 * i], a[2 * i + 1]));
+    __m512d v[2];
+    for (int i = 0; i < 2; ++i)  // 128-bit lanes 0|2 and 1|3
+      v[i] = _mm512_max_pd(_mm512_shuffle_f64x2(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_f64x2(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_max_pd(_mm512_shuffle_f64x2(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f64x2(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  static bool unsupported_max(const double* x, const bool* ok, const int64_t* offsets, int64_t n,
+                              double sentinel, double* umax, bool* has_bad) {
+    const __m512d minus_inf = _mm512_set1_pd(-__builtin_inf());
+    const __m512d sentinel_v = _mm512_set1_pd(sentinel);
+    const __m128i zero = _mm_setzero_si128();
+    __mmask8 nan = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += 8) {
+      const int block = n - i0 >= 8 ? 8 : int(n - i0);
+      __m512d acc[8];
+      __mmask8 any_bad = 0;
+      for (int r = 0; r < 8; ++r) {
+        acc[r] = minus_inf;
+        if (r >= block) continue;
+        const int64_t e = offsets[i0 + r + 1];
+        // One core's hardware prefetch alone reaches about half the read bandwidth (see
+        // kPrefetchGroups): run kUnsupportedPrefetch bytes (512 claims) ahead in the scores
+        // and as many claims ahead in the labels (4 KiB: measured best from cold caches).
+        __builtin_prefetch(x + offsets[i0 + r] + kUnsupportedPrefetch / 8, 0, 3);
+        __builtin_prefetch(reinterpret_cast<const char*>(ok) + offsets[i0 + r] + kUnsupportedPrefetch / 8, 0, 3);
+        __mmask8 bad = 0;
+        for (int64_t c = offsets[i0 + r]; c < e; c += 8) {
+          const int64_t rem = e - c;
+          const __mmask8 lanes = rem >= 8 ? __mmask8(0xFF) : __mmask8((1u << rem) - 1u);
+          const __m512d v = _mm512_maskz_loadu_pd(lanes, x + c);
+          const __m128i labels = _mm_maskz_loadu_epi8(__mmask16(lanes), ok + c);
+          const __mmask8 unsupported = __mmask8(_mm_mask_cmpeq_epi8_mask(__mmask16(lanes), labels, zero));
+          acc[r] = _mm512_mask_max_pd(acc[r], unsupported, acc[r], v);
+          bad |= unsupported;
+          nan |= _mm512_mask_cmp_pd_mask(lanes, v, v, _CMP_UNORD_Q);
+        }
+        any_bad |= __mmask8((bad != 0 ? 1u : 0u) << r);
+      }
+      const __m512d m = _mm512_mask_blend_pd(any_bad, sentinel_v, max_of_each(acc));
+      const __mmask8 store = block == 8 ? __mmask8(0xFF) : __mmask8((1u << block) - 1u);
+      _mm512_mask_storeu_pd(umax + i0, store, m);
+      if (has_bad != nullptr)
+        for (int r = 0; r < block; ++r) has_bad[i0 + r] = ((any_bad >> r) & 1u) != 0;
+    }
+    return nan != 0;
+  }
+
+  // 8 keys per step (AVX-512DQ 64-bit multiplies); unsigned compares give the bits directly.
+  static void split_key_bits(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
+                             uint64_t* below, uint64_t* window) {
+    const __m512i gamma = _mm512_set1_epi64(static_cast<long long>(kSplitGamma));
+    const __m512i mul1 = _mm512_set1_epi64(static_cast<long long>(kSplitMul1));
+    const __m512i mul2 = _mm512_set1_epi64(static_cast<long long>(kSplitMul2));
+    const __m512i basev = _mm512_set1_epi64(static_cast<long long>(base));
+    const __m512i lov = _mm512_set1_epi64(static_cast<long long>(lo));
+    const __m512i spanv = _mm512_set1_epi64(static_cast<long long>(span));
+    const __m512i one = _mm512_set1_epi64(1);
+    const __m512i ramp = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    for (int64_t w = 0; w * 64 < count; ++w) {
+      uint64_t lower = 0, inside = 0;
+      for (int q = 0; q < 8; ++q) {
+        const int64_t t = w * 64 + q * 8;
+        if (t >= count) break;
+        const int64_t rem = count - t;
+        const __mmask8 lanes = rem >= 8 ? __mmask8(0xFF) : __mmask8((1u << rem) - 1u);
+        const __m512i j = perm != nullptr ? _mm512_maskz_loadu_epi64(lanes, perm + t)
+                                          : _mm512_add_epi64(_mm512_set1_epi64(t), ramp);
+        __m512i z = _mm512_add_epi64(basev, _mm512_mullo_epi64(_mm512_add_epi64(j, one), gamma));
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), mul1);
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), mul2);
+        z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+        const __mmask8 lt = _mm512_mask_cmplt_epu64_mask(lanes, z, lov);
+        const __mmask8 in = _mm512_mask_cmple_epu64_mask(lanes, _mm512_sub_epi64(z, lov), spanv);
+        lower |= uint64_t(lt) << (q * 8);
+        inside |= uint64_t(in) << (q * 8);
+      }
+      below[w] = lower;
+      if (window != nullptr) window[w] = inside;
+    }
+  }
 };
 }  // namespace
 

@@ -217,11 +217,62 @@ void gemm_packed(const float* a_packed, int64_t m, const float* b_packed, int64_
   }
 }
 
+// One lane: the label selects the score or -inf with bit masks, not a branch (labels are
+// unpredictable), and the maximum is a compare-select.
+inline bool unsupported_max_scalar(const double* x, const bool* ok, const int64_t* offsets, int64_t n,
+                                   double sentinel, double* umax, bool* has_bad) {
+  constexpr uint64_t kMinusInf = 0xFFF0000000000000ULL;
+  const unsigned char* okb = reinterpret_cast<const unsigned char*>(ok);
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    double u = -__builtin_inf();
+    uint64_t bad = 0;
+    __builtin_prefetch(x + offsets[i] + 512, 0, 3);  // 512 claims ahead: hardware prefetch alone is slower
+    __builtin_prefetch(okb + offsets[i] + 512, 0, 3);
+    for (int64_t c = offsets[i]; c < offsets[i + 1]; ++c) {
+      uint64_t bits;
+      __builtin_memcpy(&bits, x + c, sizeof bits);
+      const uint64_t unsupported = uint64_t(okb[c] == 0) * ~uint64_t(0);
+      const uint64_t picked = (bits & unsupported) | (kMinusInf & ~unsupported);
+      double y;
+      __builtin_memcpy(&y, &picked, sizeof y);
+      u = y > u ? y : u;
+      bad |= unsupported;
+      nan |= x[c] != x[c];
+    }
+    umax[i] = bad ? u : sentinel;
+    if (has_bad != nullptr) has_bad[i] = bad != 0;
+  }
+  return nan;
+}
+
+// Keys of a word first, bits after: fused, the compiler turns the bit building into variable
+// shifts and flag-merging selects that made this loop ~4x slower (measured).
+inline void split_key_bits_scalar(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
+                                  uint64_t* below, uint64_t* window) {
+  uint64_t keys[64];
+  for (int64_t w = 0; w * 64 < count; ++w) {
+    const int64_t t0 = w * 64, t_end = count - t0 < 64 ? count - t0 : 64;
+    for (int64_t b = 0; b < t_end; ++b) {
+      const int64_t j = perm != nullptr ? perm[t0 + b] : t0 + b;
+      keys[b] = splitmix64_mix(base + (uint64_t(j) + 1) * kSplitGamma);
+    }
+    uint64_t lower = 0;
+    for (int64_t b = 0; b < t_end; ++b) lower |= uint64_t(keys[b] < lo ? 1u : 0u) << b;
+    below[w] = lower;
+    if (window != nullptr) {
+      uint64_t inside = 0;
+      for (int64_t b = 0; b < t_end; ++b) inside |= uint64_t(keys[b] - lo <= span ? 1u : 0u) << b;
+      window[w] = inside;
+    }
+  }
+}
+
 template <class T>
 Primitives make_primitives(const char* name) {
   return Primitives{name,           T::W,          &row_sqnorms<T>,  &dot_sqnorm_one_to_many<T>,
                     &dot_tile<T>,   T::GM,         T::GV * T::W,     &pack_panels,
-                    &gemm_packed<T>};
+                    &gemm_packed<T>, &T::unsupported_max, &T::split_key_bits};
 }
 
 }  // namespace rrag::simd::impl

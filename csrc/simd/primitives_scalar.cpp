@@ -16,6 +16,14 @@ struct ScalarTraits {
   static V mul(V a, V b) { return a * b; }
   static V fma(V a, V b, V c) { return a * b + c; }
   static float reduce(V v) { return v; }
+  static bool unsupported_max(const double* x, const bool* ok, const int64_t* offsets, int64_t n,
+                              double sentinel, double* umax, bool* has_bad) {
+    return impl::unsupported_max_scalar(x, ok, offsets, n, sentinel, umax, has_bad);
+  }
+  static void split_key_bits(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
+                             uint64_t* below, uint64_t* window) {
+    impl::split_key_bits_scalar(base, perm, count, lo, span, below, window);
+  }
 };
 }  // namespace
 

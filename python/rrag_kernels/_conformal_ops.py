@@ -44,6 +44,13 @@ def _real(value: Any, name: str) -> float:
     return float(value)
 
 
+def _check_sentinel(sentinel: Any) -> float:
+    sentinel = _real(sentinel, "sentinel")
+    if np.isnan(sentinel):
+        raise ValueError("sentinel: must not be NaN (use -inf, -100000.0 or -1.0)")
+    return sentinel
+
+
 def _check_a(a: Any) -> float:
     a = _real(a, "a")
     if not (0.0 < a <= 1.0):
@@ -117,7 +124,7 @@ def r_scores(scores: Any, labels_ok: Any, offsets: Any, *, a: float = 1.0, senti
     """
     s, ok, off = _claims(scores, labels_ok, offsets)
     a = _check_a(a)
-    sentinel = _real(sentinel, "sentinel")
+    sentinel = _check_sentinel(sentinel)
     p = _cpu_plan({}, backend, "r_scores")
     if p.backend == "cpp":
         return _core().r_scores(s, ok, off, a, sentinel)
@@ -255,7 +262,7 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
     cf = _real(calib_fraction, "calib_fraction")
     calibration_size(n, cf)  # ValueError naming calib_fraction
     a = _check_a(a)
-    sentinel = _real(sentinel, "sentinel")
+    sentinel = _check_sentinel(sentinel)
     labels, gid, n_groups = None, None, 1
     if groups is not None:
         g = np.asarray(groups.detach().cpu().numpy() if hasattr(groups, "detach") else groups)

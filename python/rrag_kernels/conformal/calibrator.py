@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._conformal_ops import _claims, _check_a, conformal_quantile, r_scores
+from .._conformal_ops import _claims, _check_a, _check_sentinel, conformal_quantile, r_scores
 
 __all__ = ["ClaimConformal", "FORMAT_VERSION"]
 
@@ -63,7 +63,7 @@ class ClaimConformal:
             raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
         self.alpha = float(alpha)
         self.a = _check_a(a)
-        self.sentinel = float(sentinel)
+        self.sentinel = _check_sentinel(sentinel)
         self.on_too_few = on_too_few
         self.score_name = score_name
         self.backend = backend
