@@ -16,6 +16,9 @@ Backends
 :class:`LexicalNLI`
     The model-free scorer for minimal-edit pairs (word alignment + cue words); needs only
     NumPy. Read its docstring for what it catches and what it misses.
+:class:`EnsembleNLI`
+    A weighted mean of other scorers; ``load("ensemble")`` is the packaged model and
+    LexicalNLI with equal weights, better than either on the held-out split.
 
 Both model backends read the label order from the model's config (``id2label``), batch
 pairs by token length, truncate over-long pairs with a logged warning, and return the
@@ -32,12 +35,14 @@ from typing import Any
 
 from ._common import LABELS, NLIScorer, label_permutation, logger
 from .cross_encoder_nli import CrossEncoderNLI
+from .ensemble import EnsembleNLI
 from .lexical import LexicalNLI
 from .onnx_nli import OnnxNLI, find_onnx_file
 
 __all__ = [
     "LABELS",
     "CrossEncoderNLI",
+    "EnsembleNLI",
     "LexicalNLI",
     "NLIScorer",
     "OnnxNLI",
@@ -78,6 +83,8 @@ def load(name_or_path: str | os.PathLike | None = None, **kwargs: Any) -> NLISco
           ``rrag_kernels/nli/models/<name>/`` when present and onnxruntime is installed
           (:class:`OnnxNLI`), else :class:`LexicalNLI` (no model needed).
         * ``"lexical"``: :class:`LexicalNLI`.
+        * ``"ensemble"``: :class:`EnsembleNLI` of the packaged model and LexicalNLI (equal
+          weights); FileNotFoundError when the packaged model is absent.
         * a local directory holding ``model.onnx`` or ``onnx/model.onnx`` (or a ``.onnx``
           file): :class:`OnnxNLI`.
         * another local directory, or a hub-style name such as
@@ -122,6 +129,10 @@ def load(name_or_path: str | os.PathLike | None = None, **kwargs: Any) -> NLISco
         raise ValueError("name_or_path: empty model name")
     if name.strip().lower() == "lexical":
         return LexicalNLI(**kwargs)
+    if name.strip().lower() == "ensemble":
+        from .ensemble import default_ensemble
+
+        return default_ensemble(**kwargs)
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".onnx":
         return OnnxNLI(path, **kwargs)
