@@ -30,7 +30,9 @@ from typing import Any
 import numpy as np
 
 from . import reference
-from ._graph_ops import _check_csr, _core, _cpu_plan, as_float64, as_index
+from ._dispatch import core_cached as _core
+from ._dispatch import cpu_plan as _cpu_plan
+from ._validation import as_float64, as_index, check_csr, check_real
 from .reference.conformal_sweep import calibration_size
 
 __all__ = ["SweepResult", "conformal_quantile", "conformal_sweep", "r_scores"]
@@ -38,21 +40,15 @@ __all__ = ["SweepResult", "conformal_quantile", "conformal_sweep", "r_scores"]
 _U64_MAX = (1 << 64) - 1
 
 
-def _real(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
-    return float(value)
-
-
 def _check_sentinel(sentinel: Any) -> float:
-    sentinel = _real(sentinel, "sentinel")
+    sentinel = check_real(sentinel, "sentinel")
     if np.isnan(sentinel):
         raise ValueError("sentinel: must not be NaN (use -inf, -100000.0 or -1.0)")
     return sentinel
 
 
 def _check_a(a: Any) -> float:
-    a = _real(a, "a")
+    a = check_real(a, "a")
     if not (0.0 < a <= 1.0):
         raise ValueError(f"a: the factuality level must be in (0, 1], got {a}")
     return a
@@ -94,7 +90,7 @@ def _claims(scores: Any, labels_ok: Any, offsets: Any) -> tuple[np.ndarray, np.n
 
 
 def _value_checks(s: np.ndarray, off: np.ndarray) -> None:
-    _check_csr(off, "offsets", s.shape[0])
+    check_csr(off, "offsets", s.shape[0])
     nan = np.isnan(s)
     if nan.any():
         raise ValueError(f"scores: contains NaN (first at index {int(np.argmax(nan))})")
@@ -259,7 +255,7 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
         raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
     if not (0 <= int(seed) <= _U64_MAX):
         raise ValueError(f"seed: must be in [0, 2**64), got {seed}")
-    cf = _real(calib_fraction, "calib_fraction")
+    cf = check_real(calib_fraction, "calib_fraction")
     calibration_size(n, cf)  # ValueError naming calib_fraction
     a = _check_a(a)
     sentinel = _check_sentinel(sentinel)

@@ -134,3 +134,36 @@ def _torch():
     import torch
 
     return torch
+
+
+_CPP_NUMPY = Plan("cpp", "numpy", None)
+_core_cache: list = []
+
+
+def core_cached():
+    """The compiled module (cached after the first call), or None."""
+    if not _core_cache:
+        _core_cache.append(core_module())
+    return _core_cache[0]
+
+
+def numpy_cpp(backend: str | None, arrays) -> bool:
+    """The common case: numpy inputs (no tensors) and the C++ backend, asked for or auto."""
+    if not (backend is None or backend == "auto" or backend == "cpp") or core_cached() is None:
+        return False
+    for x in arrays:
+        if not (x is None or type(x) is np.ndarray or isinstance(x, (list, tuple))):
+            return False
+    return True
+
+
+def cpu_plan(arrays: dict[str, Any], backend: str | None, op: str) -> Plan:
+    """``plan`` for a kernel with no Triton version: CUDA data goes to the C++ kernel."""
+    if numpy_cpp(backend, arrays.values()):
+        return _CPP_NUMPY
+    if backend == "triton":
+        raise ValueError(f"backend: {op} has no Triton kernel; use 'cpp', 'reference' or None")
+    p = plan(arrays, backend)
+    if p.backend == "triton":
+        p = Plan("cpp" if core_module() is not None else "reference", p.output, p.device)
+    return p

@@ -31,7 +31,6 @@ Conventions (shared with :mod:`rrag_kernels.ops`)
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -39,7 +38,21 @@ import numpy as np
 
 from . import reference
 from ._dispatch import Plan, core_module, finish, plan, triton_device
-from ._validation import check_bool, is_torch_tensor
+from ._dispatch import core_cached as _core
+from ._dispatch import cpu_plan as _cpu_plan
+from ._dispatch import numpy_cpp as _numpy_cpp
+from ._validation import array_like as _array_like
+from ._validation import as_float64, as_index, check_bool, is_torch_tensor
+from ._validation import check_all_finite as _check_finite
+from ._validation import check_csr as _check_csr
+from ._validation import check_index_range as _check_range
+from ._validation import check_int as _check_int
+from ._validation import check_no_self_loops as _check_no_self_loops
+from ._validation import check_real as _check_real
+from ._validation import check_shape as _check_shape
+from ._validation import dtype_kind as _kind_of
+from ._validation import is_plain as _plain
+from ._validation import to_numpy as _to_numpy
 from .reference.greedy_prune import MAX_ABS_VALUE
 from .reference.select_pairs import TOKEN_PATTERN, normalise_text
 
@@ -58,6 +71,7 @@ __all__ = [
 LABELS = ("entailment", "neutral", "contradiction")
 _MAX_ABS_VALUE = MAX_ABS_VALUE
 _INT64_MAX = np.iinfo(np.int64).max
+_I64, _F64, _I8, _BOOL = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int8), np.dtype(np.bool_)
 
 
 class Pairs(NamedTuple):
@@ -96,150 +110,6 @@ class PruneResult(NamedTuple):
     keep: Any  # (N,) bool
     removal_order: Any  # (R,) int64
     F: float
-
-
-# --------------------------------------------------------------------------- generic helpers
-# (Generic enough for _validation.py; kept here so that this file owns them.)
-
-
-def _to_numpy(x: Any) -> np.ndarray:
-    if is_torch_tensor(x):
-        return x.detach().cpu().numpy()
-    return x
-
-
-def _array_like(x: Any, name: str) -> Any:
-    """numpy array or torch tensor as given; lists/tuples as numpy arrays."""
-    if isinstance(x, np.ndarray) or is_torch_tensor(x):
-        return x
-    if isinstance(x, (list, tuple)):
-        arr = np.asarray(x)
-        return arr.astype(np.int64) if arr.size == 0 else arr
-    raise TypeError(f"{name}: expected a numpy array, list or torch tensor, got {type(x).__name__}")
-
-
-def _kind_of(x: Any) -> str:
-    """numpy dtype kind ('i', 'u', 'f', 'b', ...) of an array or tensor."""
-    if is_torch_tensor(x):
-        if x.dtype.is_floating_point:
-            return "f"
-        if x.dtype.is_complex:
-            return "c"
-        return "b" if str(x.dtype) == "torch.bool" else ("u" if str(x.dtype) == "torch.uint8" else "i")
-    return x.dtype.kind
-
-
-def _check_shape(x: Any, name: str, shape: tuple[int | None, ...], what: str = "") -> None:
-    got = x.shape if type(x) is np.ndarray else tuple(int(s) for s in x.shape)
-    if len(got) != len(shape):
-        raise ValueError(f"{name}: expected a {len(shape)}-d array, got {len(got)}-d with shape {got}")
-    for g, s in zip(got, shape):
-        if s is not None and g != s:
-            want = tuple("*" if d is None else d for d in shape)
-            raise ValueError(f"{name}: expected shape {want}{what}, got {got}")
-
-
-def _plain(x: Any, dtype: np.dtype, ndim: int = 1) -> bool:
-    """A C-contiguous numpy array of exactly this dtype and ndim (needs no conversion)."""
-    return type(x) is np.ndarray and x.dtype == dtype and x.ndim == ndim and x.flags.c_contiguous
-
-
-_I64, _F64, _I8, _BOOL = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.int8), np.dtype(np.bool_)
-
-
-def as_index(x: Any, name: str, length: int | None = None, what: str = "") -> np.ndarray:
-    """A 1-d integer argument as contiguous int64 numpy (TypeError for non-integer dtypes)."""
-    if _plain(x, _I64) and (length is None or x.shape[0] == length):
-        return x
-    x = _array_like(x, name)
-    if _kind_of(x) not in "iu":
-        raise TypeError(f"{name}: expected an integer array (int64), got dtype {x.dtype}")
-    _check_shape(x, name, (length,), what)
-    arr = _to_numpy(x)
-    if arr.dtype == np.uint64 and arr.size and arr.max() > _INT64_MAX:
-        raise ValueError(f"{name}: values exceed the int64 range")
-    return np.ascontiguousarray(arr, dtype=np.int64)
-
-
-def as_float64(x: Any, name: str, shape: tuple[int | None, ...], what: str = "", *, allow_int: bool = False) -> np.ndarray:
-    """A float argument as contiguous float64 numpy (integers too when ``allow_int``)."""
-    if _plain(x, _F64, len(shape)) and all(s is None or g == s for g, s in zip(x.shape, shape)):
-        return x
-    x = _array_like(x, name)
-    kinds = "fiu" if allow_int else "f"
-    if _kind_of(x) not in kinds:
-        raise TypeError(f"{name}: expected a floating-point array, got dtype {x.dtype}")
-    _check_shape(x, name, shape, what)
-    return np.ascontiguousarray(_to_numpy(x), dtype=np.float64)
-
-
-def _check_finite(x: np.ndarray, name: str) -> None:
-    if x.size and not np.isfinite(x).all():
-        first = int(np.argmax(~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)))
-        raise ValueError(f"{name}: contains NaN or inf (first at {'row' if x.ndim == 2 else 'index'} {first})")
-
-
-def _check_range(idx: np.ndarray, name: str, n: int, bound: str) -> None:
-    if idx.size:
-        bad = (idx < 0) | (idx >= n)
-        if bad.any():
-            p = int(np.argmax(bad))
-            raise ValueError(f"{name}: index {int(idx[p])} at position {p} out of range [0, {bound} = {n})")
-
-
-def _check_no_self_loops(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
-    if a.size:
-        loops = a == b
-        if loops.any():
-            p = int(np.argmax(loops))
-            raise ValueError(f"{name_b}: self-loop: {name_a}[{p}] == {name_b}[{p}] == {int(a[p])}")
-
-
-def _check_int(value: Any, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name}: must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_real(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
-    return float(value)
-
-
-_CPP_NUMPY = Plan("cpp", "numpy", None)
-_core_cache: list = []
-
-
-def _core():
-    """The compiled module (cached), or None."""
-    if not _core_cache:
-        _core_cache.append(core_module())
-    return _core_cache[0]
-
-
-def _numpy_cpp(backend: str | None, arrays) -> bool:
-    """The common case: numpy inputs (no tensors) and the C++ backend, asked for or auto."""
-    if not (backend is None or backend == "auto" or backend == "cpp") or _core() is None:
-        return False
-    for x in arrays:
-        if not (x is None or type(x) is np.ndarray or isinstance(x, (list, tuple))):
-            return False
-    return True
-
-
-def _cpu_plan(arrays: dict[str, Any], backend: str | None, op: str) -> Plan:
-    """``plan`` for a kernel with no Triton version: CUDA data goes to the C++ kernel."""
-    if _numpy_cpp(backend, arrays.values()):
-        return _CPP_NUMPY
-    if backend == "triton":
-        raise ValueError(f"backend: {op} has no Triton kernel; use 'cpp', 'reference' or None")
-    p = plan(arrays, backend)
-    if p.backend == "triton":
-        p = Plan("cpp" if core_module() is not None else "reference", p.output, p.device)
-    return p
 
 
 # --------------------------------------------------------------------------- tokens and pairs
@@ -349,18 +219,6 @@ def select_pairs(
     if p.output == "numpy":
         return Pairs(i, j, overlap)
     return Pairs(finish(i, p), finish(j, p), finish(overlap, p))
-
-
-def _check_csr(off: np.ndarray, name: str, n_rows: int) -> None:
-    if off[0] != 0:
-        raise ValueError(f"{name}: offsets[0] must be 0, got {off[0]}")
-    steps = np.diff(off)
-    if steps.size and steps.min() < 0:
-        bad = int(np.argmax(steps < 0)) + 1
-        raise ValueError(f"{name}: offsets must be non-decreasing, but offsets[{bad}] = {off[bad]} < "
-                         f"offsets[{bad - 1}] = {off[bad - 1]}")
-    if off[-1] != n_rows:
-        raise ValueError(f"{name}: offsets[-1] must equal the number of rows ({n_rows}), got {off[-1]}")
 
 
 # --------------------------------------------------------------------------- NLI graph
