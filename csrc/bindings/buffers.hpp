@@ -20,6 +20,12 @@ template <>
 inline const char* dtype_name<float>() { return "float32"; }
 template <>
 inline const char* dtype_name<int64_t>() { return "int64"; }
+template <>
+inline const char* dtype_name<double>() { return "float64"; }
+template <>
+inline const char* dtype_name<int8_t>() { return "int8"; }
+template <>
+inline const char* dtype_name<bool>() { return "bool"; }
 
 template <class T>
 void check_buffer(const py::array& a, const char* arg, py::ssize_t ndim) {
@@ -45,12 +51,19 @@ inline int64_t check_matrix(const py::array& a, const char* arg, int64_t& d) {
   return a.shape(0);
 }
 
+// A 1-d buffer of any length (length < 0) or of exactly `length`; returns its length.
+template <class T>
+int64_t check_vec(const py::array& a, const char* arg, int64_t length = -1) {
+  check_buffer<T>(a, arg, 1);
+  if (length >= 0 && a.shape(0) != length)
+    throw std::invalid_argument(std::string(arg) + ": expected length " + std::to_string(length) + ", got " +
+                                std::to_string(a.shape(0)));
+  return a.shape(0);
+}
+
 template <class T>
 void check_vector(const py::array& a, const char* arg, int64_t length) {
-  check_buffer<T>(a, arg, 1);
-  if (a.shape(0) != length)
-    throw std::invalid_argument(std::string(arg) + ": expected length " + std::to_string(length) +
-                                ", got " + std::to_string(a.shape(0)));
+  check_vec<T>(a, arg, length);
 }
 
 template <class T>

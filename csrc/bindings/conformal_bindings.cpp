@@ -15,25 +15,11 @@ namespace rrag::bindings {
 
 namespace {
 
-template <class T>
-int64_t check_vec(const py::array& a, const char* arg, const char* dtype, int64_t length = -1) {
-  if (!py::dtype::of<T>().is(a.dtype()))
-    throw py::type_error(std::string(arg) + ": expected dtype " + dtype + ", got " + std::string(py::str(a.dtype())));
-  if (a.ndim() != 1)
-    throw std::invalid_argument(std::string(arg) + ": expected a 1-d array, got " + std::to_string(a.ndim()) + "-d");
-  if (!(a.flags() & py::array::c_style))
-    throw std::invalid_argument(std::string(arg) + ": array must be C-contiguous (try np.ascontiguousarray)");
-  if (length >= 0 && a.shape(0) != length)
-    throw std::invalid_argument(std::string(arg) + ": expected length " + std::to_string(length) + ", got " +
-                                std::to_string(a.shape(0)));
-  return a.shape(0);
-}
-
 // scores (C,) float64, labels_ok (C,) bool, offsets (n + 1,) int64 -> n
 int64_t check_claims(const py::array& scores, const py::array& labels_ok, const py::array& offsets, int64_t& n_claims) {
-  n_claims = check_vec<double>(scores, "scores", "float64");
-  check_vec<bool>(labels_ok, "labels_ok", "bool", n_claims);
-  const int64_t len = check_vec<int64_t>(offsets, "offsets", "int64");
+  n_claims = check_vec<double>(scores, "scores");
+  check_vec<bool>(labels_ok, "labels_ok", n_claims);
+  const int64_t len = check_vec<int64_t>(offsets, "offsets");
   if (len < 1) throw std::invalid_argument("offsets: expected length n + 1 >= 1, got 0");
   return len - 1;
 }
@@ -52,8 +38,8 @@ py::array_t<double> r_scores_py(const py::array& scores, const py::array& labels
 }
 
 py::array_t<double> conformal_quantile_py(const py::array& r, const py::array& alphas, bool raise_if_too_few) {
-  const int64_t n = check_vec<double>(r, "r", "float64");
-  const int64_t n_alphas = check_vec<double>(alphas, "alpha", "float64");
+  const int64_t n = check_vec<double>(r, "r");
+  const int64_t n_alphas = check_vec<double>(alphas, "alpha");
   py::array_t<double> out(n_alphas);
   double* o = out.mutable_data();
   {
@@ -68,14 +54,14 @@ py::dict conformal_sweep_py(const py::array& scores, const py::array& labels_ok,
                             double sentinel, const py::object& groups, int64_t n_groups) {
   int64_t n_claims = 0;
   const int64_t n = check_claims(scores, labels_ok, offsets, n_claims);
-  const int64_t n_alphas = check_vec<double>(alphas, "alphas", "float64");
+  const int64_t n_alphas = check_vec<double>(alphas, "alphas");
   if (n_splits < 0) throw std::invalid_argument("n_splits: must be >= 0, got " + std::to_string(n_splits));
   const int64_t* g = nullptr;
   py::array garr;
   if (!groups.is_none()) {
     if (!py::isinstance<py::array>(groups)) throw py::type_error("groups: expected an int64 numpy array or None");
     garr = py::reinterpret_borrow<py::array>(groups);
-    check_vec<int64_t>(garr, "groups", "int64", n);
+    check_vec<int64_t>(garr, "groups", n);
     g = data_of<int64_t>(garr);
     if (n_groups < 1) throw std::invalid_argument("n_groups: must be >= 1 with groups");
   } else {

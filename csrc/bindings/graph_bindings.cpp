@@ -17,30 +17,8 @@ namespace rrag::bindings {
 
 namespace {
 
-// dtype/ndim/contiguity checks with the dtype named in the message (buffers.hpp's
-// check_buffer only knows float32 and int64).
-template <class T>
-void check_typed(const py::array& a, const char* arg, py::ssize_t ndim, const char* dtype) {
-  if (!py::dtype::of<T>().is(a.dtype()))
-    throw py::type_error(std::string(arg) + ": expected dtype " + dtype + ", got " + std::string(py::str(a.dtype())));
-  if (a.ndim() != ndim)
-    throw std::invalid_argument(std::string(arg) + ": expected a " + std::to_string(ndim) + "-d array, got " +
-                                std::to_string(a.ndim()) + "-d");
-  if (!(a.flags() & py::array::c_style))
-    throw std::invalid_argument(std::string(arg) + ": array must be C-contiguous (try np.ascontiguousarray)");
-}
-
-template <class T>
-int64_t check_vec(const py::array& a, const char* arg, const char* dtype, int64_t length = -1) {
-  check_typed<T>(a, arg, 1, dtype);
-  if (length >= 0 && a.shape(0) != length)
-    throw std::invalid_argument(std::string(arg) + ": expected length " + std::to_string(length) + ", got " +
-                                std::to_string(a.shape(0)));
-  return a.shape(0);
-}
-
 void check_probs(const py::array& a, const char* arg, int64_t rows) {
-  check_typed<double>(a, arg, 2, "float64");
+  check_buffer<double>(a, arg, 2);
   if (a.shape(0) != rows || a.shape(1) != 3)
     throw std::invalid_argument(std::string(arg) + ": expected shape (" + std::to_string(rows) + ", 3), got (" +
                                 std::to_string(a.shape(0)) + ", " + std::to_string(a.shape(1)) + ")");
@@ -91,9 +69,9 @@ py::tuple claim_token_ids_py(const py::list& texts) {
 
 py::tuple select_pairs_py(const py::array& token_ids, const py::array& token_offsets, const py::array& source_ids,
                           double tau, int64_t max_pairs) {
-  const int64_t n_tokens = check_vec<int64_t>(token_ids, "token_ids", "int64");
-  const int64_t n_claims = check_vec<int64_t>(source_ids, "source_ids", "int64");
-  check_vec<int64_t>(token_offsets, "token_offsets", "int64", n_claims + 1);
+  const int64_t n_tokens = check_vec<int64_t>(token_ids, "token_ids");
+  const int64_t n_claims = check_vec<int64_t>(source_ids, "source_ids");
+  check_vec<int64_t>(token_offsets, "token_offsets", n_claims + 1);
   PairList pairs;
   {
     py::gil_scoped_release release;
@@ -105,8 +83,8 @@ py::tuple select_pairs_py(const py::array& token_ids, const py::array& token_off
 
 py::tuple nli_graph_py(const py::array& i, const py::array& j, const py::array& probs_fwd, const py::array& probs_bwd,
                        int64_t n_claims, int entail_col, int contr_col, bool mean) {
-  const int64_t n_pairs = check_vec<int64_t>(i, "i", "int64");
-  check_vec<int64_t>(j, "j", "int64", n_pairs);
+  const int64_t n_pairs = check_vec<int64_t>(i, "i");
+  check_vec<int64_t>(j, "j", n_pairs);
   check_probs(probs_fwd, "probs_fwd", n_pairs);
   check_probs(probs_bwd, "probs_bwd", n_pairs);
   NliGraph g;
@@ -122,17 +100,17 @@ py::tuple nli_graph_py(const py::array& i, const py::array& j, const py::array& 
 
 py::tuple greedy_prune_py(const py::array& node_scores, const py::array& edge_i, const py::array& edge_j,
                           const py::array& edge_weight, const py::object& self_penalty) {
-  const int64_t n = check_vec<double>(node_scores, "node_scores", "float64");
-  const int64_t n_edges = check_vec<int64_t>(edge_i, "edge_i", "int64");
-  check_vec<int64_t>(edge_j, "edge_j", "int64", n_edges);
-  check_vec<double>(edge_weight, "edge_weight", "float64", n_edges);
+  const int64_t n = check_vec<double>(node_scores, "node_scores");
+  const int64_t n_edges = check_vec<int64_t>(edge_i, "edge_i");
+  check_vec<int64_t>(edge_j, "edge_j", n_edges);
+  check_vec<double>(edge_weight, "edge_weight", n_edges);
   const double* pen = nullptr;
   py::array pen_arr;
   if (!self_penalty.is_none()) {
     if (!py::isinstance<py::array>(self_penalty))
       throw py::type_error("self_penalty: expected a float64 numpy array or None");
     pen_arr = py::reinterpret_borrow<py::array>(self_penalty);
-    check_vec<double>(pen_arr, "self_penalty", "float64", n);
+    check_vec<double>(pen_arr, "self_penalty", n);
     pen = data_of<double>(pen_arr);
   }
   PruneResult r;
@@ -146,11 +124,11 @@ py::tuple greedy_prune_py(const py::array& node_scores, const py::array& edge_i,
 
 py::dict gate_stats_py(const py::array& keep, const py::array& edge_i, const py::array& edge_j, const py::array& kind,
                        const py::array& domain_ids, double eps, bool count_unknown) {
-  const int64_t n = check_vec<bool>(keep, "keep", "bool");
-  const int64_t n_edges = check_vec<int64_t>(edge_i, "edge_i", "int64");
-  check_vec<int64_t>(edge_j, "edge_j", "int64", n_edges);
-  check_vec<int8_t>(kind, "kind", "int8", n_edges);
-  check_vec<int64_t>(domain_ids, "domain_ids", "int64", n);
+  const int64_t n = check_vec<bool>(keep, "keep");
+  const int64_t n_edges = check_vec<int64_t>(edge_i, "edge_i");
+  check_vec<int64_t>(edge_j, "edge_j", n_edges);
+  check_vec<int8_t>(kind, "kind", n_edges);
+  check_vec<int64_t>(domain_ids, "domain_ids", n);
   GateStats g;
   {
     py::gil_scoped_release release;
