@@ -71,6 +71,7 @@ def test_fast_paths_equal_reference_at_scale(sweep_tuning, rng, tuning, grouped)
     n = 20_000
     s, ok, off = claims(rng, n, ties=False)
     s[rng.random(s.shape[0]) < 0.02] = -np.inf  # scores at the sentinel's value
+    s[rng.random(s.shape[0]) < 0.005] = np.inf  # and at the too-few-calibration threshold
     groups = rng.integers(0, 3, n) if grouped else None
     kw = dict(alphas=np.array([0.3, 0.05, 0.1]), n_splits=7, seed=int(rng.integers(2**62)), groups=groups)
     sweep_tuning(*tuning)
@@ -203,3 +204,16 @@ def test_every_simd_level_equals_reference(restore_threads_and_simd, rng):
             rrag_kernels.set_num_threads(threads)
             _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), want)
             np.testing.assert_array_equal(r_scores(s, ok, off, backend="cpp"), want_r, err_msg=level)
+
+
+def test_many_classes_and_long_responses(core, rng):
+    # Hundreds of distinct claim counts make more than 512 classes (the class table grows) and
+    # responses longer than the pairwise r-score path (> 16 claims) at a < 1.
+    n = 3000
+    p = rng.integers(0, 120, n)
+    off = np.r_[0, np.cumsum(p)].astype(np.int64)
+    s = rng.random(int(off[-1]))
+    ok = rng.random(s.shape[0]) < 0.9
+    for a in (1.0, 0.8):
+        kw = dict(alphas=np.array([0.1, 0.3]), n_splits=3, seed=21, a=a)
+        _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), conformal_sweep(s, ok, off, backend="reference", **kw))
