@@ -194,16 +194,18 @@ def test_every_simd_level_equals_reference(restore_threads_and_simd, rng):
     import rrag_kernels
 
     core = restore_threads_and_simd
-    s, ok, off = claims(rng, 3001)
-    kw = dict(alphas=ALPHAS, n_splits=4, seed=77, groups=rng.integers(0, 2, 3001))
-    want = conformal_sweep(s, ok, off, backend="reference", **kw)
+    s, ok, off = claims(rng, 3001)  # 3001: a partial last word of 64 keys
     want_r = r_scores(s, ok, off, backend="reference")
-    for level in core.available_simd_levels():
-        core.set_simd_level(level)
-        for threads in (1, 3):
-            rrag_kernels.set_num_threads(threads)
-            _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), want)
-            np.testing.assert_array_equal(r_scores(s, ok, off, backend="cpp"), want_r, err_msg=level)
+    # without groups the keys of phase A follow the response index, with groups a permutation
+    for groups in (None, rng.integers(0, 2, 3001)):
+        kw = dict(alphas=ALPHAS, n_splits=4, seed=77, groups=groups)
+        want = conformal_sweep(s, ok, off, backend="reference", **kw)
+        for level in core.available_simd_levels():
+            core.set_simd_level(level)
+            for threads in (1, 3):
+                rrag_kernels.set_num_threads(threads)
+                _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), want)
+                np.testing.assert_array_equal(r_scores(s, ok, off, backend="cpp"), want_r, err_msg=level)
 
 
 def test_many_classes_and_long_responses(core, rng):
@@ -217,3 +219,32 @@ def test_many_classes_and_long_responses(core, rng):
     for a in (1.0, 0.8):
         kw = dict(alphas=np.array([0.1, 0.3]), n_splits=3, seed=21, a=a)
         _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), conformal_sweep(s, ok, off, backend="reference", **kw))
+
+
+@pytest.mark.parametrize("count", [0, 1, 63, 64, 65, 130, 1001])
+def test_split_key_bits_every_level(restore_threads_and_simd, rng, count):
+    # The SIMD key passes, bit by bit against the reference generator: a wrong window would
+    # only slow the sweep down (its exact fallback still gives the right answer).
+    core = restore_threads_and_simd
+    seed, split = int(rng.integers(2**63)), 3
+    keys = split_keys_ref(seed, split, max(count, 1))[:count]
+    base = int(np.array([(seed + (split + 1) * 0x9E3779B97F4A7C15) & (2**64 - 1)], dtype=np.uint64)[0])
+    from rrag_kernels.reference.conformal_sweep import _mix
+    base = int(_mix(np.array([base], dtype=np.uint64))[0])
+    perm = rng.permutation(count).astype(np.int64)
+    lo = int(np.quantile(keys, 0.4)) if count else 2**63
+    span = 2**60
+    for level in core.available_simd_levels():
+        core.set_simd_level(level)
+        for p in (None, perm):
+            k = keys if p is None else keys[p]
+            below, window = core._split_key_bits(base, p, count, lo, span)
+            want_below = np.zeros((count + 63) // 64, dtype=np.uint64)
+            want_window = np.zeros_like(want_below)
+            for t in range(count):
+                if int(k[t]) < lo:
+                    want_below[t // 64] |= np.uint64(1 << (t % 64))
+                if 0 <= int(k[t]) - lo <= span:
+                    want_window[t // 64] |= np.uint64(1 << (t % 64))
+            np.testing.assert_array_equal(below, want_below, err_msg=f"below at {level}")
+            np.testing.assert_array_equal(window, want_window, err_msg=f"window at {level}")

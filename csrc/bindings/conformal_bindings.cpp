@@ -10,6 +10,7 @@
 #include "kernels/conformal_quantile.hpp"
 #include "kernels/conformal_sweep.hpp"
 #include "kernels/r_scores.hpp"
+#include "kernels/runtime.hpp"
 
 namespace rrag::bindings {
 
@@ -88,6 +89,23 @@ py::dict conformal_sweep_py(const py::array& scores, const py::array& labels_ok,
   return d;
 }
 
+// Testing hook: the active ISA's split-key bit words for positions 0..count-1 (perm: None or
+// (count,) int64), as (below, window) uint64 arrays of ceil(count / 64) words.
+py::tuple split_key_bits_py(uint64_t base, const py::object& perm, int64_t count, uint64_t lo, uint64_t span) {
+  if (count < 0) throw std::invalid_argument("count: must be >= 0");
+  const int64_t* p = nullptr;
+  py::array perm_arr;
+  if (!perm.is_none()) {
+    perm_arr = py::array::ensure(perm);
+    check_vec<int64_t>(perm_arr, "perm", count);
+    p = data_of<int64_t>(perm_arr);
+  }
+  const py::ssize_t words = (count + 63) / 64;
+  py::array_t<uint64_t> below(words), window(words);
+  primitives().split_key_bits(base, p, count, lo, span, below.mutable_data(), window.mutable_data());
+  return py::make_tuple(below, window);
+}
+
 }  // namespace
 
 void register_conformal(py::module_& m) {
@@ -100,6 +118,8 @@ void register_conformal(py::module_& m) {
         py::arg("sentinel"), py::arg("groups") = py::none(), py::arg("n_groups") = 1,
         "All calibration/test splits x alphas -> dict(q_hat, fully_supported, retention, non_empty, "
         "supported_given_non_empty, n_calib).");
+  m.def("_split_key_bits", &split_key_bits_py, py::arg("base"), py::arg("perm"), py::arg("count"), py::arg("lo"),
+        py::arg("span"), "Testing hook: the active ISA's split-key bit words -> (below, window) uint64.");
   m.def("_set_sweep_tuning", &set_sweep_tuning, py::arg("window_sigmas"), py::arg("band_sigmas"),
         py::arg("stable_classes"),
         "Testing hook: widths of conformal_sweep's shortcuts (defaults 8, 8, True); results are identical.");

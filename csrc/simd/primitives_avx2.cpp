@@ -68,10 +68,66 @@ struct Avx2Traits {
     }
     return nan != 0;
   }
-  // AVX2 has no 64-bit multiply: the scalar loop (three multiplies per key) is as fast.
+  // 64-bit multiply mod 2^64 from three 32x32 -> 64 products (AVX2 has no vpmullq):
+  // a * b = a_lo b_lo + ((a_lo b_hi + a_hi b_lo) << 32). b_hi is b >> 32, precomputed.
+  static __m256i mullo64(__m256i a, __m256i b, __m256i b_hi) {
+    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(a, b_hi), _mm256_mul_epu32(_mm256_srli_epi64(a, 32), b));
+    return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
+  }
+  // 4 keys per step; unsigned compares as signed ones on sign-flipped values. Positions of
+  // the identity layout advance the multiplier input by adding 4G instead of multiplying.
   static void split_key_bits(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
                              uint64_t* below, uint64_t* window) {
-    impl::split_key_bits_scalar(base, perm, count, lo, span, below, window);
+    const __m256i gamma = _mm256_set1_epi64x(static_cast<long long>(kSplitGamma));
+    const __m256i gamma_hi = _mm256_srli_epi64(gamma, 32);
+    const __m256i mul1 = _mm256_set1_epi64x(static_cast<long long>(kSplitMul1));
+    const __m256i mul1_hi = _mm256_srli_epi64(mul1, 32);
+    const __m256i mul2 = _mm256_set1_epi64x(static_cast<long long>(kSplitMul2));
+    const __m256i mul2_hi = _mm256_srli_epi64(mul2, 32);
+    const __m256i basev = _mm256_set1_epi64x(static_cast<long long>(base));
+    const __m256i sign = _mm256_set1_epi64x(static_cast<long long>(uint64_t(1) << 63));
+    const __m256i lo_v = _mm256_set1_epi64x(static_cast<long long>(lo));
+    const __m256i lo_s = _mm256_xor_si256(lo_v, sign);
+    const __m256i span_s = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(span)), sign);
+    const __m256i one = _mm256_set1_epi64x(1);
+    const __m256i step = _mm256_set1_epi64x(static_cast<long long>(4 * kSplitGamma));
+    const int64_t full = count / 64;
+    // z = base + (j + 1) G for the identity layout, lanes t .. t + 3.
+    __m256i z_id = _mm256_add_epi64(basev, mullo64(_mm256_set_epi64x(4, 3, 2, 1), gamma, gamma_hi));
+    for (int64_t w = 0; w < full; ++w) {
+      uint64_t lower = 0, inside = 0;
+      for (int q = 0; q < 16; ++q) {
+        __m256i z;
+        if (perm != nullptr) {
+          const __m256i j = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(perm + w * 64 + q * 4));
+          z = _mm256_add_epi64(basev, mullo64(_mm256_add_epi64(j, one), gamma, gamma_hi));
+        } else {
+          z = z_id;
+          z_id = _mm256_add_epi64(z_id, step);
+        }
+        z = mullo64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), mul1, mul1_hi);
+        z = mullo64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), mul2, mul2_hi);
+        z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+        const __m256i lt = _mm256_cmpgt_epi64(lo_s, _mm256_xor_si256(z, sign));  // z < lo
+        const __m256i out = _mm256_cmpgt_epi64(_mm256_xor_si256(_mm256_sub_epi64(z, lo_v), sign), span_s);
+        lower |= uint64_t(_mm256_movemask_pd(_mm256_castsi256_pd(lt))) << (q * 4);
+        inside |= uint64_t(~_mm256_movemask_pd(_mm256_castsi256_pd(out)) & 0xF) << (q * 4);
+      }
+      below[w] = lower;
+      if (window != nullptr) window[w] = inside;
+    }
+    if (full * 64 < count) {  // the last, partial word
+      const int64_t t0 = full * 64;
+      uint64_t lower = 0, inside = 0;
+      for (int64_t b = 0; b < count - t0; ++b) {
+        const int64_t j = perm != nullptr ? perm[t0 + b] : t0 + b;
+        const uint64_t k = splitmix64_mix(base + (uint64_t(j) + 1) * kSplitGamma);
+        lower |= uint64_t(k < lo ? 1u : 0u) << b;
+        inside |= uint64_t(k - lo <= span ? 1u : 0u) << b;
+      }
+      below[full] = lower;
+      if (window != nullptr) window[full] = inside;
+    }
   }
 };
 }  // namespace
