@@ -567,6 +567,8 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
     class_pidx[c] = pidx[layout.response(class_rep[c])];
     std::copy(codes.begin() + class_rep[c] * A, codes.begin() + (class_rep[c] + 1) * A, class_code.begin() + c * A);
   }
+  std::vector<uint32_t>().swap(codes);  // per-response codes and hashes are done with
+  std::vector<uint64_t>().swap(hashes);
   // Responses in class order (stable counting sort): a split's test count per class is the
   // length of the class's range minus a popcount of its calibration bits, computed in this order.
   std::vector<int64_t> cstart(static_cast<size_t>(n_classes + 1), 0), by_class(static_cast<size_t>(n));
@@ -607,6 +609,8 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
       }
     }
   blocks.push_back({n_classes, 0, static_cast<int64_t>(item_umax.size())});  // sentinel
+  std::vector<int32_t>().swap(cls);
+  std::vector<int64_t>().swap(slot_position);
 
   // ---- phase B: metrics of every split
 #pragma omp parallel num_threads(threads)

@@ -227,7 +227,14 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
     * ``supported_given_non_empty``: fully supported among the non-empty (NaN when none).
 
     A group with no calibration response in a split gets ``q_hat = +inf``. Results are
-    identical at any thread count and in both backends.
+    identical at any thread count, SIMD level and in both backends.
+
+    Cost (C++): per split, two SIMD passes over n keys and a few popcounts; per response, a
+    one-time pass over its claims; exact per-split work only for the responses with a score
+    inside the range of thresholds the splits produce (a few percent at large n). About 100
+    bytes per response of scratch at 5 alphas. Splits run in parallel, so use
+    ``n_splits >= threads``. At n = 10^6 x 8 claims, 5 alphas x 100 splits: ~0.3 s on 2
+    cores (``benchmarks/bench_conformal.py``).
 
     Parameters
     ----------
