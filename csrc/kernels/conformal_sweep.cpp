@@ -127,7 +127,8 @@ struct KeyAndPosition {
 };
 
 // A split's calibration set: the m responses with the smallest keys, as a bitmap over positions.
-// Window: the expected m-th key of n uniform keys, +- 8 standard deviations of the count.
+// Window: the expected m-th key of n uniform keys, +- `sigmas` (default 8) standard deviations
+// of the count.
 class CalibrationSelector {
  public:
   CalibrationSelector(const GroupLayout& layout, int64_t n, int64_t m, double sigmas)
@@ -139,18 +140,18 @@ class CalibrationSelector {
   }
 
   // Fills bits (n_words(n) words) and returns the threshold key T (calibration: key <= T).
-  // window, window_bits_ and scratch are the calling thread's buffers.
+  // window, window_bits and scratch are the calling thread's buffers.
   uint64_t select(uint64_t base, uint64_t* bits, std::vector<KeyAndPosition>& window,
-                  std::vector<uint64_t>& window_bits_, std::vector<int64_t>& scratch) const {
+                  std::vector<uint64_t>& window_bits, std::vector<int64_t>& scratch) const {
     if (use_window_) {
       window.clear();
-      window_bits_.resize(static_cast<size_t>(n_words(n_)));
+      window_bits.resize(static_cast<size_t>(n_words(n_)));
       const int64_t* perm = layout_.identity ? nullptr : layout_.perm.data();
-      primitives().split_key_bits(base, perm, n_, lo_, hi_ - lo_, bits, window_bits_.data());
+      primitives().split_key_bits(base, perm, n_, lo_, hi_ - lo_, bits, window_bits.data());
       int64_t below = 0;
       for (int64_t w = 0; w < n_words(n_); ++w) {
         below += popcount64(bits[w]);
-        for (uint64_t x = window_bits_[w]; x != 0; x &= x - 1) {  // rare: ~16 sigma of n keys
+        for (uint64_t x = window_bits[w]; x != 0; x &= x - 1) {  // rare: the window holds ~16 sigma of keys
           const int64_t t = w * 64 + __builtin_ctzll(x);
           window.push_back({split_key(base, layout_.response(t)), t});
         }
@@ -212,7 +213,7 @@ class CalibrationSelector {
 // itself varies, adding ~ n_g (1 - alpha)^2 (1 - f) / f. The band spans `sigmas` standard
 // deviations either side (+16). Its ends are found in two steps: a strided sample of the group
 // gives coarse ends (widened by the sample's rank error), one pass collects the positions
-// between them, and an nth_element there gives the exact ends. Any ends are correct (a miss
+// between them, and sorting those gives the exact ends. Any ends are correct (a miss
 // only costs the exact selection); narrow ones make the per-split walk short.
 class QuantileBands {
  public:
