@@ -195,7 +195,7 @@ def test_every_simd_level_equals_reference(restore_threads_and_simd, rng):
 
     core = restore_threads_and_simd
     s, ok, off = claims(rng, 3001)  # 3001: a partial last word of 64 keys
-    want_r = r_scores(s, ok, off, backend="reference")
+    want_r = {a: r_scores(s, ok, off, a=a, backend="reference") for a in (1.0, 0.7)}
     # without groups the keys of phase A follow the response index, with groups a permutation
     for groups in (None, rng.integers(0, 2, 3001)):
         kw = dict(alphas=ALPHAS, n_splits=4, seed=77, groups=groups)
@@ -205,7 +205,8 @@ def test_every_simd_level_equals_reference(restore_threads_and_simd, rng):
             for threads in (1, 3):
                 rrag_kernels.set_num_threads(threads)
                 _equal(conformal_sweep(s, ok, off, backend="cpp", **kw), want)
-                np.testing.assert_array_equal(r_scores(s, ok, off, backend="cpp"), want_r, err_msg=level)
+                for a, want_a in want_r.items():
+                    np.testing.assert_array_equal(r_scores(s, ok, off, a=a, backend="cpp"), want_a, err_msg=level)
 
 
 def test_many_classes_and_long_responses(core, rng):

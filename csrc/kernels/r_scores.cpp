@@ -20,9 +20,6 @@ void check_level_a(double a) {
   if (!(a > 0.0 && a <= 1.0)) fail("a", "the factuality level must be in (0, 1], got " + std::to_string(a));
 }
 
-// Responses up to this length take the pairwise path of r_score_one.
-constexpr int64_t kPairwiseMax = 16;
-
 double r_score_one(const double* s, const bool* ok, int64_t p, double a, double sentinel, int64_t* order) {
   if (p == 0) return sentinel;
   if (a == 1.0) {
@@ -37,54 +34,12 @@ double r_score_one(const double* s, const bool* ok, int64_t p, double a, double 
       }
     return any ? u : sentinel;
   }
-  if (p <= kPairwiseMax) {
-    // The scan returns the largest threshold t at which the fraction is below a, and the
-    // thresholds are the scores: S = max over claims c with supported(s >= s_c) <
-    // a * kept(s >= s_c) of s_c -- the same counts and the same division as the scan.
-    // Branch-free compares over a fixed width (lanes past p masked off) beat a sort for short
-    // responses.
-    constexpr double kMinusInf = -__builtin_inf();
-    double sv[kPairwiseMax];
-    int ov[kPairwiseMax];
-    const int64_t width = p <= 8 ? 8 : kPairwiseMax;
-    for (int64_t d = 0; d < width; ++d) {
-      sv[d] = d < p ? s[d] : kMinusInf;
-      ov[d] = d < p && ok[d] ? 1 : 0;
-    }
-    double best = kMinusInf;
-    bool any = false;
-    for (int64_t c = 0; c < p; ++c) {
-      const double t = s[c];
-      int kept = 0, supported = 0;
-      for (int64_t d = 0; d < width; ++d) {
-        const int in = (sv[d] >= t) & (d < p);
-        kept += in;
-        supported += in & ov[d];
-      }
-      const bool hit = double(supported) / double(kept) < a;
-      const double candidate = hit ? t : kMinusInf;
-      best = candidate > best ? candidate : best;
-      any |= hit;
-    }
-    return any ? best : sentinel;
-  }
+  // Short responses: pairwise counts (SIMD primitive), cheaper than a sort.
+  if (p <= simd::kShortResponse) return primitives().r_score_short(s, ok, p, a, sentinel);
   for (int64_t c = 0; c < p; ++c) order[c] = c;
   // Descending score; the order within a group of equal scores does not matter because the
-  // whole group is taken before the fraction is tested. Insertion sort for short responses.
-  auto desc = [s](int64_t x, int64_t y) { return s[x] > s[y]; };
-  if (p <= 16) {
-    for (int64_t i = 1; i < p; ++i) {
-      const int64_t v = order[i];
-      int64_t j = i;
-      while (j > 0 && desc(v, order[j - 1])) {
-        order[j] = order[j - 1];
-        --j;
-      }
-      order[j] = v;
-    }
-  } else {
-    std::sort(order, order + p, desc);
-  }
+  // whole group is taken before the fraction is tested.
+  std::sort(order, order + p, [s](int64_t x, int64_t y) { return s[x] > s[y]; });
   int64_t kept = 0, supported = 0;
   int64_t c = 0;
   while (c < p) {

@@ -1,4 +1,4 @@
-// Dense float32 primitives shared by the cosine kernels, and the two streaming passes of the
+// Dense float32 primitives shared by the cosine kernels, and the inner loops of the
 // conformal kernels, compiled once per ISA (scalar, AVX2+FMA, AVX-512) and chosen at run time
 // (see kernels/runtime.hpp).
 //
@@ -46,6 +46,12 @@ struct Primitives {
   bool (*unsupported_max)(const double* x, const bool* ok, const int64_t* offsets, int64_t n,
                           double sentinel, double* umax, bool* has_bad);
 
+  // Conformal r-score at a < 1 of one response of 1 <= p <= kShortResponse claims (no NaN):
+  // the largest score s_c with double(supported(s >= s_c)) / double(kept(s >= s_c)) < a, or
+  // `sentinel` when there is none -- exactly the descending scan's result (the thresholds are
+  // the scores, and the counts and the division are the same).
+  double (*r_score_short)(const double* s, const bool* ok, int64_t p, double a, double sentinel);
+
   // Conformal sweep split keys (see kernels/conformal_sweep.hpp for the generator) of the
   // positions t < count, response j = perm ? perm[t] : t:  key = mix(base + (j + 1) * G).
   // below[w] bit b = (key of t = 64w + b) < lo; window[w] (when not null) bit b =
@@ -53,6 +59,9 @@ struct Primitives {
   void (*split_key_bits)(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
                          uint64_t* below, uint64_t* window);
 };
+
+// Longest response r_score_short takes (a sort is cheaper beyond).
+constexpr int64_t kShortResponse = 16;
 
 // The split-key generator shared by every ISA (SplitMix64's finaliser, a bijection of uint64).
 constexpr uint64_t kSplitGamma = 0x9E3779B97F4A7C15ULL;

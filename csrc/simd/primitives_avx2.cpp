@@ -129,6 +129,9 @@ struct Avx2Traits {
       if (window != nullptr) window[full] = inside;
     }
   }
+  static double r_score_short(const double* s, const bool* ok, int64_t p, double a, double sentinel) {
+    return impl::r_score_short_scalar(s, ok, p, a, sentinel);
+  }
 };
 }  // namespace
 

@@ -139,6 +139,29 @@ struct Avx512Traits {
       if (window != nullptr) window[w] = inside;
     }
   }
+
+  // Up to 8 claims in one vector: kept and supported counts of every lane's threshold
+  // accumulate as exact doubles (one compare per claim d: lanes c with s_c <= s_d gain 1),
+  // one vector division, and a masked maximum of the hits. Longer responses: the scalar path.
+  static double r_score_short(const double* s, const bool* ok, int64_t p, double a, double sentinel) {
+    if (p > 8) return impl::r_score_short_scalar(s, ok, p, a, sentinel);
+    const __mmask8 lanes = __mmask8((1u << p) - 1u);
+    const __m512d v = _mm512_maskz_loadu_pd(lanes, s);
+    const __m128i labels = _mm_maskz_loadu_epi8(__mmask16(lanes), ok);
+    const unsigned supported_lanes = unsigned(_mm_mask_test_epi8_mask(__mmask16(lanes), labels, labels));
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512d kept = _mm512_setzero_pd(), supported = _mm512_setzero_pd();
+    for (int64_t d = 0; d < p; ++d) {
+      const __m512d sd = _mm512_permutexvar_pd(_mm512_set1_epi64(d), v);
+      const __mmask8 in = _mm512_mask_cmp_pd_mask(lanes, v, sd, _CMP_LE_OQ);  // s_c <= s_d
+      kept = _mm512_mask_add_pd(kept, in, kept, one);
+      const __mmask8 in_ok = __mmask8(in & (((supported_lanes >> d) & 1u) ? 0xFFu : 0u));
+      supported = _mm512_mask_add_pd(supported, in_ok, supported, one);
+    }
+    const __m512d fraction = _mm512_maskz_div_pd(lanes, supported, kept);  // kept >= 1 on lanes < p
+    const __mmask8 hit = _mm512_mask_cmp_pd_mask(lanes, fraction, _mm512_set1_pd(a), _CMP_LT_OQ);
+    return hit ? _mm512_mask_reduce_max_pd(hit, v) : sentinel;
+  }
 };
 }  // namespace
 

@@ -246,6 +246,34 @@ inline bool unsupported_max_scalar(const double* x, const bool* ok, const int64_
   return nan;
 }
 
+// Branch-free pairwise counts over a fixed width (lanes past p masked off).
+inline double r_score_short_scalar(const double* s, const bool* ok, int64_t p, double a, double sentinel) {
+  constexpr double kMinusInf = -__builtin_inf();
+  double sv[kShortResponse];
+  int ov[kShortResponse];
+  const int64_t width = p <= 8 ? 8 : kShortResponse;
+  for (int64_t d = 0; d < width; ++d) {
+    sv[d] = d < p ? s[d] : kMinusInf;
+    ov[d] = d < p && ok[d] ? 1 : 0;
+  }
+  double best = kMinusInf;
+  bool any = false;
+  for (int64_t c = 0; c < p; ++c) {
+    const double t = s[c];
+    int kept = 0, supported = 0;
+    for (int64_t d = 0; d < width; ++d) {
+      const int in = (sv[d] >= t) & (d < p);
+      kept += in;
+      supported += in & ov[d];
+    }
+    const bool hit = double(supported) / double(kept) < a;
+    const double candidate = hit ? t : kMinusInf;
+    best = candidate > best ? candidate : best;
+    any |= hit;
+  }
+  return any ? best : sentinel;
+}
+
 // Keys of a word first, bits after: fused, the compiler turns the bit building into variable
 // shifts and flag-merging selects that made this loop ~4x slower (measured).
 inline void split_key_bits_scalar(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
@@ -272,7 +300,7 @@ template <class T>
 Primitives make_primitives(const char* name) {
   return Primitives{name,           T::W,          &row_sqnorms<T>,  &dot_sqnorm_one_to_many<T>,
                     &dot_tile<T>,   T::GM,         T::GV * T::W,     &pack_panels,
-                    &gemm_packed<T>, &T::unsupported_max, &T::split_key_bits};
+                    &gemm_packed<T>, &T::unsupported_max, &T::r_score_short, &T::split_key_bits};
 }
 
 }  // namespace rrag::simd::impl
