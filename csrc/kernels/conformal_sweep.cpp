@@ -101,12 +101,15 @@ inline int64_t popcount_range(const uint64_t* a, const uint64_t* b, int64_t lo, 
   return total;
 }
 
-// Positions by group (stable): perm[t] = the response at position t. Identity for one group.
+// Positions by group (stable): perm[t] = the response at position t (identity for one group),
+// group_at[t] its group; group g owns positions [gstart[g], gstart[g+1]).
 struct GroupLayout {
   std::vector<int64_t> perm, gstart;
+  std::vector<int32_t> group_at;
   bool identity = true;
 
-  GroupLayout(const int64_t* groups, int64_t n, int64_t n_groups) : gstart(static_cast<size_t>(n_groups + 1), 0) {
+  GroupLayout(const int64_t* groups, int64_t n, int64_t n_groups)
+      : gstart(static_cast<size_t>(n_groups + 1), 0), group_at(static_cast<size_t>(n), 0) {
     if (groups == nullptr) {
       gstart[1] = n;
       return;
@@ -117,6 +120,8 @@ struct GroupLayout {
     std::vector<int64_t> next(gstart.begin(), gstart.end() - 1);
     perm.resize(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) perm[next[groups[j]]++] = j;
+    for (int64_t g = 0; g < n_groups; ++g)
+      std::fill(group_at.begin() + gstart[g], group_at.begin() + gstart[g + 1], static_cast<int32_t>(g));
   }
   int64_t response(int64_t t) const { return identity ? t : perm[t]; }
 };
@@ -256,9 +261,7 @@ class QuantileBands {
     // One pass for all alphas, in parallel over blocks of words: "below the coarse low end" bits
     // and, per thread, the positions between the coarse ends (order irrelevant: sorted below).
     for (int64_t ai = 0; ai < A; ++ai) below_[ai].assign(static_cast<size_t>(n_words(n)), 0);
-    std::vector<int32_t> group_at(static_cast<size_t>(n), 0);
-    for (int64_t g = 0; g < G; ++g)
-      std::fill(group_at.begin() + layout.gstart[g], group_at.begin() + layout.gstart[g + 1], static_cast<int32_t>(g));
+    const std::vector<int32_t>& group_at = layout.group_at;
     const int threads = get_num_threads();
     std::vector<std::vector<std::vector<int64_t>>> found(static_cast<size_t>(threads));
 #pragma omp parallel num_threads(threads)
@@ -461,9 +464,7 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
       q_lo[k] = std::min(q_lo[k], out.q_hat[s * A * G + k]);
       q_hi[k] = std::max(q_hi[k], out.q_hat[s * A * G + k]);
     }
-  std::vector<int32_t> group_at(static_cast<size_t>(n), 0);
-  for (int64_t g = 0; g < G; ++g)
-    std::fill(group_at.begin() + layout.gstart[g], group_at.begin() + layout.gstart[g + 1], static_cast<int32_t>(g));
+  const std::vector<int32_t>& group_at = layout.group_at;
   // codes[t * A + ai]: the position's code at alpha ai = (kept << 1 | fully_supported) over the
   // whole band, kept counting the scores >= q_hi. kUnstableAlpha is set when one of its scores
   // (or its largest unsupported score) lies in [q_lo, q_hi): those (position, alpha) pairs are

@@ -22,18 +22,6 @@ void check_level_a(double a) {
 
 double r_score_one(const double* s, const bool* ok, int64_t p, double a, double sentinel, int64_t* order) {
   if (p == 0) return sentinel;
-  if (a == 1.0) {
-    // The fraction drops below 1 exactly at the first threshold that keeps an unsupported
-    // claim: the largest unsupported score.
-    bool any = false;
-    double u = 0.0;
-    for (int64_t c = 0; c < p; ++c)
-      if (!ok[c] && (!any || s[c] > u)) {
-        u = s[c];
-        any = true;
-      }
-    return any ? u : sentinel;
-  }
   // Short responses: pairwise counts (SIMD primitive), cheaper than a sort.
   if (p <= simd::kShortResponse) return primitives().r_score_short(s, ok, p, a, sentinel);
   for (int64_t c = 0; c < p; ++c) order[c] = c;

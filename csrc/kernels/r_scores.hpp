@@ -17,8 +17,9 @@ namespace rrag {
 void r_scores(const double* scores, const bool* labels_ok, int64_t n_claims, const int64_t* offsets,
               int64_t n_responses, double a, double sentinel, double* out);
 
-// The r-score of one response from its claims' scores and labels (no checks). `order` is
-// scratch of length >= p.
+// The r-score of one response from its claims' scores and labels (no checks, no NaN), for
+// any a in (0, 1]: pairwise counts up to simd::kShortResponse claims, a sort beyond. r_scores
+// uses it for a < 1 (a = 1 has its own SIMD pass). `order` is scratch of length >= p.
 double r_score_one(const double* s, const bool* ok, int64_t p, double a, double sentinel, int64_t* order);
 
 void check_scores_not_nan(const double* scores, int64_t n, const char* arg);
