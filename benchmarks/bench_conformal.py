@@ -119,16 +119,16 @@ def r_scores_numpy_a1(s, ok, off, sentinel=-np.inf):
     return np.where(has_bad, umax, sentinel)
 
 
-def _split_keys(ref, seed, split, j1g):
-    """The reference generator's keys of one split, vectorised (j1g = (j + 1) * G, uint64)."""
-    cs = ref.conformal_sweep
-    base0 = np.array([(int(seed) + (split + 1) * int(cs._G)) & ((1 << 64) - 1)], dtype=np.uint64)
+def _gamma_multiples(n: int) -> np.ndarray:
+    """(j + 1) * G mod 2**64 for j < n: shared by every split's keys."""
+    from rrag_kernels.reference.conformal_sweep import SPLIT_GAMMA
+
     with np.errstate(over="ignore"):
-        return cs._mix(cs._mix(base0) + j1g)
+        return np.arange(1, n + 1, dtype=np.uint64) * np.uint64(SPLIT_GAMMA)
 
 
 def _calibration(ref, seed, split, j1g, m):
-    keys = _split_keys(ref, seed, split, j1g)
+    keys = ref.split_keys_ref(seed, split, j1g.shape[0], gamma_multiples=j1g)
     return keys <= np.partition(keys, m - 1)[m - 1]
 
 
@@ -156,7 +156,7 @@ def sweep_python(ref, s, ok, off, seed):
     r = r_scores_python(s, ok, off)
     claims = [(s[off[i]:off[i + 1]].tolist(), ok[off[i]:off[i + 1]].tolist()) for i in range(n)]
     pvals = sorted({len(c[0]) for c in claims})
-    j1g = np.arange(1, n + 1, dtype=np.uint64) * ref.conformal_sweep._G
+    j1g = _gamma_multiples(n)
     out = _empty_out()
     for sp in range(N_SPLITS):
         cal = _calibration(ref, seed, sp, j1g, m)
@@ -193,7 +193,7 @@ def sweep_numpy(ref, s, ok, off, seed):
         smax[nonempty] = np.maximum.reduceat(s, off[:-1][nonempty])
     pvals, pidx = np.unique(p, return_inverse=True)
     pidx_claim = np.repeat(pidx, p)
-    j1g = np.arange(1, n + 1, dtype=np.uint64) * ref.conformal_sweep._G
+    j1g = _gamma_multiples(n)
     ks = [math.ceil((m + 1) * (1 - a)) for a in ALPHAS.tolist()]
     valid = sorted({k - 1 for k in ks if k <= m})
     out = _empty_out()

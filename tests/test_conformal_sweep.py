@@ -7,7 +7,7 @@ import pytest
 from conformal_data import backend_fixture, claims
 
 from rrag_kernels._conformal_ops import conformal_quantile, conformal_sweep, r_scores
-from rrag_kernels.reference import calibration_mask_ref, conformal_sweep_ref, split_keys_ref
+from rrag_kernels.reference import calibration_mask_ref, conformal_sweep_ref, split_base_ref, split_keys_ref
 
 backend = backend_fixture()
 
@@ -229,9 +229,7 @@ def test_split_key_bits_every_level(restore_threads_and_simd, rng, count):
     core = restore_threads_and_simd
     seed, split = int(rng.integers(2**63)), 3
     keys = split_keys_ref(seed, split, max(count, 1))[:count]
-    base = int(np.array([(seed + (split + 1) * 0x9E3779B97F4A7C15) & (2**64 - 1)], dtype=np.uint64)[0])
-    from rrag_kernels.reference.conformal_sweep import _mix
-    base = int(_mix(np.array([base], dtype=np.uint64))[0])
+    base = split_base_ref(seed, split)
     perm = rng.permutation(count).astype(np.int64)
     lo = int(np.quantile(keys, 0.4)) if count else 2**63
     span = 2**60

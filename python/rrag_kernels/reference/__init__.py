@@ -42,7 +42,7 @@ __all__ += ["LEXICAL_TAGS", "lexical_opcodes_ref"]
 
 # Conformal factuality (issue 4).
 from .conformal_quantile import conformal_quantile_ref, conformal_rank
-from .conformal_sweep import calibration_mask_ref, conformal_sweep_ref, split_keys_ref
+from .conformal_sweep import calibration_mask_ref, conformal_sweep_ref, split_base_ref, split_keys_ref
 from .r_scores import r_scores_ref
 
 __all__ += [
@@ -51,5 +51,6 @@ __all__ += [
     "conformal_rank",
     "conformal_sweep_ref",
     "r_scores_ref",
+    "split_base_ref",
     "split_keys_ref",
 ]

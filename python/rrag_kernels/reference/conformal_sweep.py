@@ -21,11 +21,13 @@ import numpy as np
 from .conformal_quantile import conformal_rank
 from .r_scores import r_scores_ref
 
-__all__ = ["calibration_mask_ref", "calibration_size", "conformal_sweep_ref", "split_keys_ref"]
+__all__ = ["calibration_mask_ref", "calibration_size", "conformal_sweep_ref", "split_base_ref", "split_keys_ref"]
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
-_G = np.uint64(0x9E3779B97F4A7C15)
+#: G of the split generator (odd): key_j = mix(base + (j + 1) * G).
+SPLIT_GAMMA = 0x9E3779B97F4A7C15
+_G = np.uint64(SPLIT_GAMMA)
 _MASK = (1 << 64) - 1
 
 
@@ -36,13 +38,21 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def split_keys_ref(seed: int, split: int, n: int) -> np.ndarray:
-    """The (n,) uint64 keys of split ``split``."""
-    base0 = np.array([(int(seed) + (split + 1) * int(_G)) & _MASK], dtype=np.uint64)
-    base = _mix(base0)
+def split_base_ref(seed: int, split: int) -> int:
+    """``base_s = mix(seed + (split + 1) * G)`` of split ``split``, as a Python int."""
+    return int(_mix(np.array([(int(seed) + (split + 1) * int(_G)) & _MASK], dtype=np.uint64))[0])
+
+
+def split_keys_ref(seed: int, split: int, n: int, *, gamma_multiples: np.ndarray | None = None) -> np.ndarray:
+    """The (n,) uint64 keys of split ``split``.
+
+    ``gamma_multiples``: the (n,) uint64 ``(j + 1) * G`` (mod 2**64), when many splits of the
+    same n are drawn (the benchmarks' baselines); computed here otherwise.
+    """
     with np.errstate(over="ignore"):
-        j1 = np.arange(1, n + 1, dtype=np.uint64)
-        return _mix(base + j1 * _G)
+        if gamma_multiples is None:
+            gamma_multiples = np.arange(1, n + 1, dtype=np.uint64) * _G
+        return _mix(np.uint64(split_base_ref(seed, split)) + gamma_multiples)
 
 
 def calibration_size(n: int, calib_fraction: float) -> int:
