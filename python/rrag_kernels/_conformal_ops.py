@@ -40,14 +40,16 @@ __all__ = ["SweepResult", "conformal_quantile", "conformal_sweep", "r_scores"]
 _U64_MAX = (1 << 64) - 1
 
 
-def _check_sentinel(sentinel: Any) -> float:
+def check_sentinel(sentinel: Any) -> float:
+    """The r-score sentinel as a float; TypeError for a non-number, ValueError for NaN."""
     sentinel = check_real(sentinel, "sentinel")
     if np.isnan(sentinel):
         raise ValueError("sentinel: must not be NaN (use -inf, -100000.0 or -1.0)")
     return sentinel
 
 
-def _check_a(a: Any) -> float:
+def check_level_a(a: Any) -> float:
+    """The factuality level a as a float in (0, 1]; TypeError / ValueError naming ``a``."""
     a = check_real(a, "a")
     if not (0.0 < a <= 1.0):
         raise ValueError(f"a: the factuality level must be in (0, 1], got {a}")
@@ -71,7 +73,9 @@ def _alphas(alpha: Any, name: str) -> tuple[np.ndarray, bool]:
     return arr, scalar
 
 
-def _claims(scores: Any, labels_ok: Any, offsets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def as_claims(scores: Any, labels_ok: Any, offsets: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Claims in CSR form as (C,) float64, (C,) bool and (n + 1,) int64 numpy (shape and dtype
+    checked; values -- NaN, offsets -- are checked by the kernels)."""
     s = as_float64(scores, "scores", (None,), allow_int=True)
     if isinstance(labels_ok, (list, tuple)):
         labels_ok = np.asarray(labels_ok, dtype=bool) if len(labels_ok) else np.zeros(0, dtype=bool)
@@ -118,9 +122,9 @@ def r_scores(scores: Any, labels_ok: Any, offsets: Any, *, a: float = 1.0, senti
     -------
     (n,) float64
     """
-    s, ok, off = _claims(scores, labels_ok, offsets)
-    a = _check_a(a)
-    sentinel = _check_sentinel(sentinel)
+    s, ok, off = as_claims(scores, labels_ok, offsets)
+    a = check_level_a(a)
+    sentinel = check_sentinel(sentinel)
     p = _cpu_plan({}, backend, "r_scores")
     if p.backend == "cpp":
         return _core().r_scores(s, ok, off, a, sentinel)
@@ -251,7 +255,7 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
     -------
     SweepResult
     """
-    s, ok, off = _claims(scores, labels_ok, offsets)
+    s, ok, off = as_claims(scores, labels_ok, offsets)
     n = off.shape[0] - 1
     al, _ = _alphas(alphas, "alphas")
     if isinstance(n_splits, bool) or not isinstance(n_splits, numbers.Integral):
@@ -264,8 +268,8 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
         raise ValueError(f"seed: must be in [0, 2**64), got {seed}")
     cf = check_real(calib_fraction, "calib_fraction")
     calibration_size(n, cf)  # ValueError naming calib_fraction
-    a = _check_a(a)
-    sentinel = _check_sentinel(sentinel)
+    a = check_level_a(a)
+    sentinel = check_sentinel(sentinel)
     labels, gid, n_groups = None, None, 1
     if groups is not None:
         g = np.asarray(groups.detach().cpu().numpy() if hasattr(groups, "detach") else groups)

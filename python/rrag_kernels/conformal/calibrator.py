@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._conformal_ops import _claims, _check_a, _check_sentinel, conformal_quantile, r_scores
+from .._conformal_ops import as_claims, check_level_a, check_sentinel, conformal_quantile, r_scores
 
 __all__ = ["ClaimConformal", "FORMAT_VERSION"]
 
@@ -62,8 +62,8 @@ class ClaimConformal:
         if not (0.0 < float(alpha) < 1.0):
             raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
         self.alpha = float(alpha)
-        self.a = _check_a(a)
-        self.sentinel = _check_sentinel(sentinel)
+        self.a = check_level_a(a)
+        self.sentinel = check_sentinel(sentinel)
         self.on_too_few = on_too_few
         self.score_name = score_name
         self.backend = backend
@@ -74,7 +74,7 @@ class ClaimConformal:
     # ------------------------------------------------------------------ fitting
     def calibrate(self, scores: Any, labels: Any, offsets: Any, groups: Any = None) -> "ClaimConformal":
         """Compute q_hat from labelled calibration responses (labels: (C,) bool, True = supported)."""
-        s, ok, off = _claims(scores, labels, offsets)
+        s, ok, off = as_claims(scores, labels, offsets)
         n = off.shape[0] - 1
         if n == 0:
             raise ValueError("offsets: empty calibration set (no responses)")
@@ -112,7 +112,7 @@ class ClaimConformal:
     # ------------------------------------------------------------------ using
     def filter(self, scores: Any, offsets: Any, groups: Any = None) -> np.ndarray:
         """(C,) bool keep mask: claim kept iff its score >= its response's q_hat."""
-        s, _, off = _claims(scores, np.zeros(len(scores), dtype=bool), offsets)
+        s, _, off = as_claims(scores, np.zeros(len(scores), dtype=bool), offsets)
         if np.isnan(s).any():
             raise ValueError(f"scores: contains NaN (first at index {int(np.argmax(np.isnan(s)))})")
         q = self._thresholds(off.shape[0] - 1, groups)
@@ -121,7 +121,7 @@ class ClaimConformal:
     def evaluate(self, scores: Any, labels: Any, offsets: Any, groups: Any = None) -> dict[str, float]:
         """Metrics on labelled test responses: fully_supported, retention, non_empty,
         supported_given_non_empty (definitions as in ``conformal_sweep``), n."""
-        s, ok, off = _claims(scores, labels, offsets)
+        s, ok, off = as_claims(scores, labels, offsets)
         keep = self.filter(s, off, groups)
         n = off.shape[0] - 1
         if n == 0:
