@@ -171,7 +171,7 @@ def _quality(name: str, probs: np.ndarray, rows: list[dict[str, Any]]) -> dict[s
 
 
 def quality_report(scorers: dict[str, tuple[Any, str]], rows: list[dict[str, Any]]) -> None:
-    from rrag_kernels.nli import LexicalNLI
+    from rrag_kernels.nli import EnsembleNLI, LexicalNLI
 
     print()
     print("== nli_quality on ../shared/data/nli/train_5.jsonl (held out from training)")
@@ -181,10 +181,9 @@ def quality_report(scorers: dict[str, tuple[Any, str]], rows: list[dict[str, Any
     prem, hyp = [r["premise"] for r in rows], [r["hypothesis"] for r in rows]
     all_s = {name: s for name, (s, _) in scorers.items()}
     all_s["lexical"] = LexicalNLI()
-    probs = {name: s.predict_proba(prem, hyp) for name, s in all_s.items()}
-    if "ort-int8" in probs:  # nli.load("ensemble"): equal-weight mean of the shipped model and LexicalNLI
-        probs["ensemble"] = ((probs["ort-int8"].astype(np.float64) + probs["lexical"]) / 2).astype(np.float32)
-    results = [_quality(name, p, rows) for name, p in probs.items()]
+    if "ort-int8" in all_s:  # what nli.load("ensemble") builds: the shipped model + LexicalNLI
+        all_s["ensemble"] = EnsembleNLI([all_s["ort-int8"], all_s["lexical"]])
+    results = [_quality(name, s.predict_proba(prem, hyp), rows) for name, s in all_s.items()]
     print(f"   {'scorer':<12} {'accuracy':>8} {'macro-F1':>8} {'F1 ent':>7} {'F1 neu':>7} {'F1 con':>7}")
     for ev in results:
         f1 = ev["f1"]

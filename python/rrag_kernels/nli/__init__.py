@@ -84,7 +84,8 @@ def load(name_or_path: str | os.PathLike | None = None, **kwargs: Any) -> NLISco
           (:class:`OnnxNLI`), else :class:`LexicalNLI` (no model needed).
         * ``"lexical"``: :class:`LexicalNLI`.
         * ``"ensemble"``: :class:`EnsembleNLI` of the packaged model and LexicalNLI (equal
-          weights); FileNotFoundError when the packaged model is absent.
+          weights; ``kwargs`` go to the model's :class:`OnnxNLI`); FileNotFoundError when the
+          packaged model is absent.
         * a local directory holding ``model.onnx`` or ``onnx/model.onnx`` (or a ``.onnx``
           file): :class:`OnnxNLI`.
         * another local directory, or a hub-style name such as
