@@ -21,11 +21,21 @@ calib_fraction 0.5, a = 1), as the issue defines its baselines:
 ``r_scores`` at n = 1,000,000: ``numpy`` against ``rrag-cpp``, with the memory floor of
 reading scores + labels + offsets and writing r; at a = 1 (``maximum.reduceat`` of the
 unsupported scores) and a = 0.9 (lexsort + segmented cumulative sums).
+``conformal_quantile`` at n = 10,000 and 10,000,000 r-scores (20 % at the -inf sentinel),
+the 5 alphas in one call:
+  * ``numpy-sort``       ``np.sort`` once, then the k-th smallest per alpha (k by
+                         ``conformal_rank``)
+  * ``numpy-partition``  one ``np.partition`` at all the ranks
+  * ``numpy-quantile``   ``np.quantile(r, (k - 0.5) / n, method="inverted_cdf")``, the robust
+                         ``np.quantile`` idiom for the k-th order statistic
+  * ``rrag-cpp``         ``conformal_quantile(r, alphas, backend="cpp")``
+  All must return the same order statistics exactly.
 
 Usage::
 
     python benchmarks/bench_conformal.py --quick
     python benchmarks/bench_conformal.py --kernel conformal_sweep
+    python benchmarks/bench_conformal.py --quick --kernel conformal_quantile
 """
 
 from __future__ import annotations
@@ -42,12 +52,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from harness import BASELINE, RRAG, Case, Provider  # noqa: E402
 
-KERNELS = ("conformal_sweep", "r_scores")
+KERNELS = ("conformal_sweep", "r_scores", "conformal_quantile")
 P = 8
 ALPHAS = np.array([0.05, 0.1, 0.15, 0.2, 0.3])
 N_SPLITS = 100
-FULL = {"conformal_sweep": (10_000, 1_000_000), "r_scores": (1_000_000,)}
-QUICK = {"conformal_sweep": (10_000,), "r_scores": (100_000,)}
+FULL = {"conformal_sweep": (10_000, 1_000_000), "r_scores": (1_000_000,), "conformal_quantile": (10_000, 10_000_000)}
+QUICK = {"conformal_sweep": (10_000,), "r_scores": (100_000,), "conformal_quantile": (10_000, 1_000_000)}
 
 
 def make_data(rng: np.random.Generator, n: int):
@@ -121,7 +131,7 @@ def r_scores_numpy_a1(s, ok, off, sentinel=-np.inf):
 
 def _gamma_multiples(n: int) -> np.ndarray:
     """(j + 1) * G mod 2**64 for j < n: shared by every split's keys."""
-    from rrag_kernels.reference.conformal_sweep import SPLIT_GAMMA
+    from rrag_kernels.reference import SPLIT_GAMMA
 
     with np.errstate(over="ignore"):
         return np.arange(1, n + 1, dtype=np.uint64) * np.uint64(SPLIT_GAMMA)
@@ -219,7 +229,58 @@ def sweep_numpy(ref, s, ok, off, seed):
 # ------------------------------------------------------------------------------ cases
 
 
-def sweep_cases(rk, co, ref, rng, sizes, quick):
+def quantile_numpy_sort(r, ranks):
+    """Sort once, then the k-th smallest per alpha (+inf when k > n)."""
+    srt = np.sort(r)
+    return np.array([srt[k - 1] if k <= r.shape[0] else np.inf for k in ranks])
+
+
+def quantile_numpy_partition(r, ranks):
+    """One partition at every valid rank, then the k-th smallest per alpha."""
+    valid = sorted({k - 1 for k in ranks if k <= r.shape[0]})
+    part = np.partition(r, valid) if valid else r
+    return np.array([part[k - 1] if k <= r.shape[0] else np.inf for k in ranks])
+
+
+def quantile_numpy_quantile(r, ranks):
+    """``np.quantile`` at levels (k - 0.5) / n with ``method="inverted_cdf"``: the k-th order
+    statistic (a level strictly inside ((k - 1) / n, k / n] cannot round to a neighbour)."""
+    n = r.shape[0]
+    levels = [(k - 0.5) / n for k in ranks if k <= n]
+    got = iter(np.quantile(r, levels, method="inverted_cdf")) if levels else iter(())
+    return np.array([next(got) if k <= n else np.inf for k in ranks])
+
+
+def quantile_cases(rk, ops, ref, rng, sizes, quick):
+    cases = []
+    for n in sizes:
+        r = rng.random(n)
+        r[rng.random(n) < 0.2] = -np.inf  # responses with no failing threshold: the sentinel
+        ranks = [ref.conformal_rank(n, a) for a in ALPHAS.tolist()]
+        want = ref.conformal_quantile_ref(r, ALPHAS)
+
+        def check(out, want=want):
+            np.testing.assert_array_equal(np.asarray(out), want)
+
+        def compare(out, anchor):
+            if not np.array_equal(np.asarray(out), np.asarray(anchor)):
+                raise AssertionError("q_hat differs from the anchor baseline")
+
+        providers = [
+            Provider("numpy-sort", partial(quantile_numpy_sort, r, ranks), BASELINE, "np.sort, then index k - 1"),
+            Provider("numpy-partition", partial(quantile_numpy_partition, r, ranks), BASELINE,
+                     "one np.partition at all the ranks"),
+            Provider("numpy-quantile", partial(quantile_numpy_quantile, r, ranks), BASELINE,
+                     'np.quantile(r, (k - 0.5) / n, method="inverted_cdf")'),
+        ]
+        if ops is not None:
+            providers.append(Provider("rrag-cpp", partial(ops.conformal_quantile, r, ALPHAS, backend="cpp"), RRAG))
+        cases.append(Case("conformal_quantile", f"n={n} alphas={len(ALPHAS)}", float(r.nbytes + 16 * len(ALPHAS)),
+                          0.0, providers, check, compare))
+    return cases
+
+
+def sweep_cases(rk, ops, ref, rng, sizes, quick):
     cases = []
     for n in sizes:
         s, ok, off = make_data(rng, n)
@@ -250,8 +311,8 @@ def sweep_cases(rk, co, ref, rng, sizes, quick):
         if n <= 10_000:
             providers.append(Provider("python-loop", partial(sweep_python, ref, s, ok, off, seed), BASELINE,
                                       "Python r-score loop, np.quantile and a metrics loop per split and alpha"))
-        if co is not None:
-            providers.append(Provider("rrag-cpp", partial(co.conformal_sweep, s, ok, off, alphas=ALPHAS,
+        if ops is not None:
+            providers.append(Provider("rrag-cpp", partial(ops.conformal_sweep, s, ok, off, alphas=ALPHAS,
                                                           n_splits=N_SPLITS, seed=seed, backend="cpp"), RRAG))
         nbytes = s.nbytes + ok.nbytes + off.nbytes
         cases.append(Case("conformal_sweep", f"n={n} p={P} alphas={len(ALPHAS)} splits={N_SPLITS}",
@@ -259,7 +320,7 @@ def sweep_cases(rk, co, ref, rng, sizes, quick):
     return cases
 
 
-def r_cases(rk, co, ref, rng, sizes, quick):
+def r_cases(rk, ops, ref, rng, sizes, quick):
     cases = []
     for n in sizes:
         s, ok, off = make_data(rng, n)
@@ -280,8 +341,8 @@ def r_cases(rk, co, ref, rng, sizes, quick):
             else:
                 base = Provider("numpy", partial(r_scores_numpy, s, ok, off, a), BASELINE, "lexsort + segmented cumsums")
             providers = [base]
-            if co is not None:
-                providers.append(Provider("rrag-cpp", partial(co.r_scores, s, ok, off, a=a, backend="cpp"), RRAG))
+            if ops is not None:
+                providers.append(Provider("rrag-cpp", partial(ops.r_scores, s, ok, off, a=a, backend="cpp"), RRAG))
             nbytes = s.nbytes + ok.nbytes + off.nbytes + 8 * n
             cases.append(Case("r_scores", f"n={n} p={P} a={a}", float(nbytes), 0.0, providers, check, compare))
     return cases
@@ -297,18 +358,19 @@ def main(argv=None) -> int:
     from rrag_kernels import reference as ref
 
     try:
-        from rrag_kernels import _conformal_ops as co
+        from rrag_kernels import ops
 
-        co.r_scores(np.zeros(1), np.ones(1, dtype=bool), np.array([0, 1]), backend="cpp")
+        ops.r_scores(np.zeros(1), np.ones(1, dtype=bool), np.array([0, 1]), backend="cpp")
     except Exception as exc:
         print(f"note: C++ conformal kernels unavailable ({exc}); timing baselines only")
-        co = None
+        ops = None
     harness.set_threads(args.threads, rk)
     sizes = QUICK if args.quick else FULL
     rng = np.random.default_rng(args.seed)
     factories = [
-        ("conformal_sweep", partial(sweep_cases, rk, co, ref, rng, sizes["conformal_sweep"], args.quick)),
-        ("r_scores", partial(r_cases, rk, co, ref, rng, sizes["r_scores"], args.quick)),
+        ("conformal_sweep", partial(sweep_cases, rk, ops, ref, rng, sizes["conformal_sweep"], args.quick)),
+        ("r_scores", partial(r_cases, rk, ops, ref, rng, sizes["r_scores"], args.quick)),
+        ("conformal_quantile", partial(quantile_cases, rk, ops, ref, rng, sizes["conformal_quantile"], args.quick)),
     ]
     results = harness.run_cases("conformal", factories, args, rk)
     harness.print_ratios_vs_rrag(results, unit="ms", exclude=())

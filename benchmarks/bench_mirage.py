@@ -1,6 +1,7 @@
 """Benchmarks of the MIRAGE claim-graph kernels against what a researcher writes today.
 
-Kernels: select_pairs, greedy_prune, and the whole graph stage of one query (issue 3).
+Kernels: select_pairs, nli_graph, greedy_prune, gate_stats, and the whole graph stage of
+one query (issue 3).
 
 Cases
 -----
@@ -12,6 +13,13 @@ tokenisation is not timed here.
   * ``scipy-sparse``  binary claim x token CSR matrix X, intersections X @ X.T, upper
                       triangle, vectorised filter, lexsort + cap
   * ``rrag-cpp``      ``select_pairs(..., backend="cpp")``
+``nli_graph`` at N = 120 / P = 400 (one query), N = 10,000 / P = 100,000 and N = 100,000 /
+P = 1,000,000 (batches), from the pairs and both directions' probabilities:
+  * ``python-loop``   per pair: weights, kind, counts, adjacency lists, each list sorted
+                      (up to P = 100,000)
+  * ``numpy``         elementwise weights and kinds, ``bincount`` counts, one ``lexsort``
+                      of both ends of the kept edges for the CSR adjacency
+  * ``rrag-cpp``      ``nli_graph(..., backend="cpp")``
 ``greedy_prune`` at N = 1,000 / E = 5,000 and N = 10,000 / E = 100,000 (plus N = 120 /
 E = 400, where the naive recompute-F greedy is affordable):
   * ``python-recompute``  recompute F(S \\ {c}) for every candidate, every step (N = 120)
@@ -19,6 +27,11 @@ E = 400, where the naive recompute-F greedy is affordable):
   * ``python-heapq``      the same with a lazy heapq (a careful researcher's version)
   * ``numpy-vectorised``  CSR arrays, ``argmax`` over the gains each step, ``np.add.at``
   * ``rrag-cpp``          ``greedy_prune(..., backend="cpp")`` (exact fixed-point)
+``gate_stats`` at N = 120 / E = 400, N = 10,000 / E = 100,000 and N = 100,000 /
+E = 1,000,000, on a kept set of ~70 % of the claims:
+  * ``python-loop``   a loop over the edges and a set of the kept domains (up to E = 100,000)
+  * ``numpy``         ``keep[i] & keep[j]``, ``count_nonzero`` per kind, ``unique`` domains
+  * ``rrag-cpp``      ``gate_stats(..., backend="cpp")``
 ``graph_stage``: one query, N = 120 claims from 20 passages, from claim texts to the gate
 statistics: tokenise, pairs, NLI graph (the NLI probabilities are given: NLI itself is
 excluded), scores s(c) = ln(1 + n(c)) + 0.5 trust + 0.3 r, greedy pruning, gate stats.
@@ -33,6 +46,7 @@ Usage::
 
     python benchmarks/bench_mirage.py --quick
     python benchmarks/bench_mirage.py --kernel graph_stage
+    python benchmarks/bench_mirage.py --quick --kernel nli_graph --kernel gate_stats
     python benchmarks/bench_mirage.py --slow-baselines      # also the N=5,000 Python loop
     python benchmarks/bench_mirage.py --nli-ms-per-pair 2.5  # print NLI's share of a query
 """
@@ -55,13 +69,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from harness import BASELINE, REFERENCE, RRAG, Case, Provider  # noqa: E402
 
-KERNELS = ("select_pairs", "greedy_prune", "graph_stage")
+KERNELS = ("select_pairs", "nli_graph", "greedy_prune", "gate_stats", "graph_stage")
 TAU, P_MAX = 0.62, 400
 ALPHA, BETA = 0.5, 0.3
 TOKEN_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
-FULL = {"select_pairs": (120, 1_000, 5_000), "greedy_prune": ((120, 400), (1_000, 5_000), (10_000, 100_000))}
-QUICK = {"select_pairs": (120, 1_000), "greedy_prune": ((120, 400), (1_000, 5_000))}
+FULL = {"select_pairs": (120, 1_000, 5_000), "greedy_prune": ((120, 400), (1_000, 5_000), (10_000, 100_000)),
+        "nli_graph": ((120, 400), (10_000, 100_000), (100_000, 1_000_000)),
+        "gate_stats": ((120, 400), (10_000, 100_000), (100_000, 1_000_000))}
+QUICK = {"select_pairs": (120, 1_000), "greedy_prune": ((120, 400), (1_000, 5_000)),
+         "nli_graph": ((120, 400), (10_000, 100_000)), "gate_stats": ((120, 400), (10_000, 100_000))}
+#: Above this many pairs / edges the Python-loop baselines are left out (seconds per call).
+PYTHON_LOOP_MAX = 100_000
 
 
 # --------------------------------------------------------------------------------------
@@ -258,7 +277,7 @@ def numpy_greedy(s: np.ndarray, ei: np.ndarray, ej: np.ndarray, w: np.ndarray):
 @dataclass
 class Libs:
     rk: Any
-    g: Any
+    ops: Any  # rrag_kernels.ops, or None when the C++ kernels are unavailable
     ref: Any
     sp: Any
 
@@ -286,7 +305,7 @@ def pair_cases(libs: Libs, corpus: Corpus, rng, sizes, quick: bool, slow: bool):
     for n in sizes:
         texts, src = corpus.claims(rng, n)
         tokens = regex_tokens(texts)
-        ids, off = libs.g.claim_token_ids(texts) if libs.g else (None, None)
+        ids, off = libs.ops.claim_token_ids(texts) if libs.ops else (None, None)
         src_list = src.tolist()
         sets = [set(t) for t in tokens]
         providers = []
@@ -299,8 +318,8 @@ def pair_cases(libs: Libs, corpus: Corpus, rng, sizes, quick: bool, slow: bool):
         if libs.sp is not None and ids is not None:
             providers.append(Provider("scipy-sparse", partial(scipy_pairs, libs.sp, ids, off, src, TAU, P_MAX), BASELINE,
                                       "X @ X.T on the binary claim x token matrix (built inside the timing)"))
-        if libs.g is not None:
-            providers.append(Provider("rrag-cpp", partial(libs.g.select_pairs, ids, off, src, tau=TAU, max_pairs=P_MAX,
+        if libs.ops is not None:
+            providers.append(Provider("rrag-cpp", partial(libs.ops.select_pairs, ids, off, src, tau=TAU, max_pairs=P_MAX,
                                                           backend="cpp"), RRAG))
         if quick and n <= 120 and libs.ref is not None:
             providers.append(Provider("reference", partial(libs.ref.select_pairs_ref, ids, off, src, TAU, P_MAX), REFERENCE))
@@ -360,8 +379,8 @@ def prune_cases(libs: Libs, rng, sizes, quick: bool):
                                   "as python-incremental with a lazy heapq instead of the scan"))
         providers.append(Provider("numpy-vectorised", partial(numpy_greedy, s, ei, ej, w), BASELINE,
                                   "argmax over the gains per step + np.add.at at the neighbours"))
-        if libs.g is not None:
-            providers.append(Provider("rrag-cpp", partial(libs.g.greedy_prune, s, ei, ej, w, backend="cpp"), RRAG))
+        if libs.ops is not None:
+            providers.append(Provider("rrag-cpp", partial(libs.ops.greedy_prune, s, ei, ej, w, backend="cpp"), RRAG))
         if n <= 120 and libs.ref is not None:
             want = libs.ref.greedy_prune_ref(s, ei, ej, w)
             check = lambda out, want=want: _prune_equal(out, want)  # noqa: E731
@@ -372,6 +391,199 @@ def prune_cases(libs: Libs, rng, sizes, quick: bool):
         removed = len(numpy_greedy(s.copy(), ei, ej, w)[1])
         yield Case("greedy_prune", f"N={n} E={e}", 8.0 * (n + 3 * e) + n, 0.0, providers, check=check,
                    compare=_prune_equal, notes=[f"{removed} claims removed"])
+
+
+# --------------------------------------------------------------------------------------
+# NLI graph: weights, kinds, per-claim counts and the CSR adjacency of the kept edges
+# --------------------------------------------------------------------------------------
+
+E_COL, C_COL = 0, 2  # columns of p_entail and p_contr (the default label order)
+
+
+def random_pairs_probs(rng, n: int, p: int):
+    """``p`` cross pairs i < j among ``n`` claims and their NLI probabilities both ways
+    (half the pairs lean towards entailment, a third towards contradiction)."""
+    i = rng.integers(0, n - 1, size=p)
+    j = i + 1 + (rng.integers(0, n - 1, size=p) % (n - 1 - i))
+    lean = rng.choice([[3.0, 1.0, 1.0], [1.0, 3.0, 1.0], [1.0, 1.0, 3.0]], size=p, p=[0.5, 0.2, 0.3])
+
+    def probs():
+        x = rng.gamma(lean)
+        return x / x.sum(axis=1, keepdims=True)
+
+    return i.astype(np.int64), j.astype(np.int64), probs(), probs()
+
+
+def python_nli_graph(i: list[int], j: list[int], fwd: list[list[float]], bwd: list[list[float]], n: int):
+    """The loop a researcher writes: per pair the two directions' weights, the kind, the
+    counts and the adjacency lists; then each claim's list sorted."""
+    n_pairs = len(i)
+    w_supp, w_contr, kind = [0.0] * n_pairs, [0.0] * n_pairs, [0] * n_pairs
+    support, contradiction = [0] * n, [0] * n
+    rows: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for e in range(n_pairs):
+        pf, pb = fwd[e], bwd[e]
+        ws = max(max(0.0, 2.0 * pf[E_COL] - 1.0), max(0.0, 2.0 * pb[E_COL] - 1.0))
+        wc = max(pf[C_COL], pb[C_COL])
+        k = 1 if ws > wc else (-1 if wc > ws else 0)
+        w_supp[e], w_contr[e], kind[e] = ws, wc, k
+        if k:
+            a, b = i[e], j[e]
+            count = support if k > 0 else contradiction
+            count[a] += 1
+            count[b] += 1
+            rows[a].append((b, e))
+            rows[b].append((a, e))
+    indptr, neighbors, edge_ids = [0], [], []
+    for c in range(n):
+        for other, e in sorted(rows[c]):
+            neighbors.append(other)
+            edge_ids.append(e)
+        indptr.append(len(neighbors))
+    return (np.array(w_supp), np.array(w_contr), np.array(kind, dtype=np.int8), np.array(support),
+            np.array(contradiction), np.array(indptr), np.array(neighbors, dtype=np.int64),
+            np.array(edge_ids, dtype=np.int64))
+
+
+def numpy_nli_graph(i: np.ndarray, j: np.ndarray, fwd: np.ndarray, bwd: np.ndarray, n: int):
+    """Vectorised: weights and kinds elementwise, counts by bincount, the adjacency by one
+    lexsort of both ends of every kept edge."""
+    w_supp = np.maximum(np.maximum(0.0, 2.0 * fwd[:, E_COL] - 1.0), np.maximum(0.0, 2.0 * bwd[:, E_COL] - 1.0))
+    w_contr = np.maximum(fwd[:, C_COL], bwd[:, C_COL])
+    kind = np.where(w_supp > w_contr, 1, np.where(w_contr > w_supp, -1, 0)).astype(np.int8)
+    sup, con = kind > 0, kind < 0
+    support = np.bincount(i[sup], minlength=n) + np.bincount(j[sup], minlength=n)
+    contradiction = np.bincount(i[con], minlength=n) + np.bincount(j[con], minlength=n)
+    e = np.flatnonzero(kind != 0)
+    row = np.concatenate([i[e], j[e]])
+    other = np.concatenate([j[e], i[e]])
+    eid = np.concatenate([e, e])
+    order = np.lexsort((eid, other, row))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=indptr[1:])
+    return w_supp, w_contr, kind, support, contradiction, indptr, other[order], eid[order]
+
+
+GRAPH_FIELDS = ("w_supp", "w_contr", "kind", "support_count", "contradiction_count", "indptr", "neighbors",
+                "edge_ids")
+
+
+def _graph_equal(out, anchor) -> None:
+    for x, y, name in zip(out, anchor, GRAPH_FIELDS):
+        x, y = harness.to_numpy(x), harness.to_numpy(y)
+        if x.shape != y.shape or not np.array_equal(x, y):
+            raise AssertionError(f"{name} differs ({x.shape} vs {y.shape})")
+
+
+def graph_cases(libs: Libs, rng, sizes, quick: bool):
+    for n, p in sizes:
+        i, j, fwd, bwd = random_pairs_probs(rng, n, p)
+        providers = []
+        notes = []
+        if p <= PYTHON_LOOP_MAX:
+            lists = (i.tolist(), j.tolist(), fwd.tolist(), bwd.tolist())
+            providers.append(Provider("python-loop", partial(python_nli_graph, *lists, n), BASELINE,
+                                      "per pair in Python: weights, kind, counts, adjacency lists, then sorted"))
+        else:
+            notes.append(f"python-loop left out above {PYTHON_LOOP_MAX:,} pairs (seconds per call)")
+        providers.append(Provider("numpy", partial(numpy_nli_graph, i, j, fwd, bwd, n), BASELINE,
+                                  "elementwise weights, bincount counts, lexsort adjacency"))
+        if libs.ops is not None:
+            providers.append(Provider("rrag-cpp", partial(libs.ops.nli_graph, i, j, fwd, bwd, n, backend="cpp"), RRAG))
+        if libs.ref is not None and p <= PYTHON_LOOP_MAX:
+            want = libs.ref.nli_graph_ref(i, j, fwd, bwd, n, E_COL, C_COL)
+            check = lambda out, want=want: _graph_equal(out, want)  # noqa: E731
+            if quick and p <= 400:
+                providers.append(Provider("reference", partial(libs.ref.nli_graph_ref, i, j, fwd, bwd, n, E_COL, C_COL),
+                                          REFERENCE))
+        else:
+            want = numpy_nli_graph(i, j, fwd, bwd, n)
+            check = lambda out, want=want: _graph_equal(out, want)  # noqa: E731
+        kinds = np.bincount(want[2] + 1, minlength=3)
+        notes.append(f"{kinds[2]} support, {kinds[0]} contradiction, {kinds[1]} ignored edges")
+        # read i, j and both (P, 3) probability blocks; write 2 weights + kind per pair, the
+        # counts and indptr per claim and both ends of every kept edge
+        kept = int(kinds[0] + kinds[2])
+        nbytes = 8.0 * (2 * p + 6 * p) + 17.0 * p + 8.0 * (3 * n + 1) + 16.0 * 2 * kept
+        yield Case("nli_graph", f"N={n} P={p}", nbytes, 0.0, providers, check=check, compare=_graph_equal,
+                   notes=notes)
+
+
+# --------------------------------------------------------------------------------------
+# Gate statistics of a defended set
+# --------------------------------------------------------------------------------------
+
+
+def random_gate_input(rng, n: int, e: int):
+    """A kept set (~70 % of the claims), edges of kind +1 / -1 / 0 and domain ids (~5 %
+    unknown, as claims without a URL)."""
+    keep = rng.random(n) < 0.7
+    ei = rng.integers(0, n, size=e).astype(np.int64)
+    ej = ((ei + rng.integers(1, n, size=e)) % n).astype(np.int64)
+    kind = rng.choice(np.array([1, -1, 0], dtype=np.int8), size=e, p=[0.55, 0.3, 0.15])
+    domain_ids = np.where(rng.random(n) < 0.05, -1, rng.integers(0, max(n // 6, 1), size=n)).astype(np.int64)
+    return keep, ei, ej, kind, domain_ids
+
+
+def python_gate_stats(keep: list[bool], ei: list[int], ej: list[int], kind: list[int], dom: list[int],
+                      eps: float = 1e-9) -> dict:
+    sup = con = 0
+    for a, b, k in zip(ei, ej, kind):
+        if keep[a] and keep[b]:
+            if k > 0:
+                sup += 1
+            elif k < 0:
+                con += 1
+    domains = {d if d >= 0 else -1 for d, k in zip(dom, keep) if k}
+    denom = sup + con + eps
+    return {"n_kept": sum(keep), "n_support": sup, "n_contradiction": con,
+            "r_contr": con / denom if denom > 0 else 0.0, "n_domains": len(domains)}
+
+
+def numpy_gate_stats(keep: np.ndarray, ei: np.ndarray, ej: np.ndarray, kind: np.ndarray, dom: np.ndarray,
+                     eps: float = 1e-9) -> dict:
+    both = keep[ei] & keep[ej]
+    sup = int(np.count_nonzero(both & (kind > 0)))
+    con = int(np.count_nonzero(both & (kind < 0)))
+    d = dom[keep]
+    n_domains = len(np.unique(d[d >= 0])) + int((d < 0).any())
+    denom = sup + con + eps
+    return {"n_kept": int(keep.sum()), "n_support": sup, "n_contradiction": con,
+            "r_contr": con / denom if denom > 0 else 0.0, "n_domains": n_domains}
+
+
+def _stats_equal(out, anchor) -> None:
+    if dict(out) != dict(anchor):
+        raise AssertionError(f"gate stats differ: {out} vs {anchor}")
+
+
+def gate_cases(libs: Libs, rng, sizes, quick: bool):
+    for n, e in sizes:
+        keep, ei, ej, kind, dom = random_gate_input(rng, n, e)
+        providers = []
+        notes = []
+        if e <= PYTHON_LOOP_MAX:
+            lists = (keep.tolist(), ei.tolist(), ej.tolist(), kind.tolist(), dom.tolist())
+            providers.append(Provider("python-loop", partial(python_gate_stats, *lists), BASELINE,
+                                      "a loop over the edges, a set of the kept domains"))
+        else:
+            notes.append(f"python-loop left out above {PYTHON_LOOP_MAX:,} edges (seconds per call)")
+        providers.append(Provider("numpy", partial(numpy_gate_stats, keep, ei, ej, kind, dom), BASELINE,
+                                  "fancy-indexed keep of both ends, count_nonzero, unique domains"))
+        if libs.ops is not None:
+            providers.append(Provider("rrag-cpp", partial(libs.ops.gate_stats, keep, ei, ej, kind, dom, backend="cpp"),
+                                      RRAG))
+        if libs.ref is not None and e <= PYTHON_LOOP_MAX:
+            want = libs.ref.gate_stats_ref(keep, ei, ej, kind, dom)
+            if quick and e <= 400:
+                providers.append(Provider("reference", partial(libs.ref.gate_stats_ref, keep, ei, ej, kind, dom),
+                                          REFERENCE))
+        else:
+            want = numpy_gate_stats(keep, ei, ej, kind, dom)
+        notes.append(f"stats {want}")
+        nbytes = float(keep.nbytes + ei.nbytes + ej.nbytes + kind.nbytes + dom.nbytes)
+        yield Case("gate_stats", f"N={n} E={e}", nbytes, 0.0, providers,
+                   check=lambda out, want=want: _stats_equal(out, want), compare=_stats_equal, notes=notes)
 
 
 # --------------------------------------------------------------------------------------
@@ -456,15 +668,15 @@ def stage_numpy(sp, q: Query):
                          "r_contr": con / (sup + con + 1e-9), "n_domains": n_dom}
 
 
-def stage_rrag(g, q: Query):
-    ids, off = g.claim_token_ids(q.texts)
-    i, j, _ = g.select_pairs(ids, off, q.src, tau=TAU, max_pairs=P_MAX)
+def stage_rrag(ops, q: Query):
+    ids, off = ops.claim_token_ids(q.texts)
+    i, j, _ = ops.select_pairs(ids, off, q.src, tau=TAU, max_pairs=P_MAX)
     p = len(i)
-    graph = g.nli_graph(i, j, q.probs_fwd[:p], q.probs_bwd[:p], len(q.src))
+    graph = ops.nli_graph(i, j, q.probs_fwd[:p], q.probs_bwd[:p], len(q.src))
     s = np.log1p(graph.support_count) + ALPHA * q.trust + BETA * q.r
     m = graph.kind != 0
-    keep, order, _ = g.greedy_prune(s, i[m], j[m], (graph.w_supp - graph.w_contr)[m])
-    return keep, order, g.gate_stats(keep, i, j, graph.kind, q.domain_ids)
+    keep, order, _ = ops.greedy_prune(s, i[m], j[m], (graph.w_supp - graph.w_contr)[m])
+    return keep, order, ops.gate_stats(keep, i, j, graph.kind, q.domain_ids)
 
 
 def _stage_equal(out, anchor) -> None:
@@ -480,8 +692,8 @@ def stage_cases(libs: Libs, corpus: Corpus, rng, nli_ms_per_pair: float | None):
     if libs.sp is not None:
         providers.append(Provider("numpy-scipy", partial(stage_numpy, libs.sp, q), BASELINE,
                                   "regex + vocabulary dict, scipy.sparse pairs, NumPy graph/greedy/gate"))
-    if libs.g is not None:
-        providers.append(Provider("rrag-cpp", partial(stage_rrag, libs.g, q), RRAG,
+    if libs.ops is not None:
+        providers.append(Provider("rrag-cpp", partial(stage_rrag, libs.ops, q), RRAG,
                                   "target: <= 100 us per query"))
     anchor = stage_python(q)
     n_pairs = len(python_pairs(regex_tokens(q.texts), q.src.tolist(), TAU, P_MAX)[0])
@@ -510,25 +722,27 @@ def main(argv: list[str] | None = None) -> int:
 
     rk = harness.import_rrag()
     try:
-        from rrag_kernels import _graph_ops as g
+        from rrag_kernels import ops
         from rrag_kernels import reference as ref
-        g.claim_token_ids(["probe"], backend="cpp")
+        ops.claim_token_ids(["probe"], backend="cpp")
     except Exception as exc:  # unbuilt package: baselines only
         print(f"note: rrag_kernels C++ graph kernels unavailable ({exc}); timing baselines only")
-        g, ref = None, None
+        ops, ref = None, None
     sp = harness.import_optional("scipy")
     if sp is not None:
         import scipy.sparse as sp
     else:
         print("note: scipy not installed; the scipy.sparse baselines are left out")
     harness.set_threads(args.threads, rk)
-    libs = Libs(rk, g, ref, sp)
+    libs = Libs(rk, ops, ref, sp)
     sizes = QUICK if args.quick else FULL
     rng = np.random.default_rng(args.seed)
     corpus = Corpus(np.random.default_rng(12345))
     factories = [
         ("select_pairs", partial(pair_cases, libs, corpus, rng, sizes["select_pairs"], args.quick, args.slow_baselines)),
+        ("nli_graph", partial(graph_cases, libs, rng, sizes["nli_graph"], args.quick)),
         ("greedy_prune", partial(prune_cases, libs, rng, sizes["greedy_prune"], args.quick)),
+        ("gate_stats", partial(gate_cases, libs, rng, sizes["gate_stats"], args.quick)),
         ("graph_stage", partial(stage_cases, libs, corpus, rng, args.nli_ms_per_pair)),
     ]
     results = harness.run_cases("mirage", factories, args, rk)

@@ -1,4 +1,5 @@
-"""Benchmark of the packaged NLI model: speed (pairs/s) and quality on the held-out split.
+"""Benchmarks of the NLI scorers: the packaged model's speed (pairs/s) and quality on the
+held-out split, and LexicalNLI's alignment kernel.
 
 Speed: ``nli_batch`` -- 32 (premise, hypothesis) pairs in one call, tokenisation included,
 on ``--threads`` cores (default 2):
@@ -16,19 +17,35 @@ predicted-label counts, for every available model and for the model-free ``Lexic
 the same 400 pairs. The speed pairs are the first 32 validation pairs when the data is
 present, else pairs written here.
 
+Alignment: ``lexical_opcodes`` -- LexicalNLI's word alignment of many (premise, hypothesis)
+pairs in one call, on token ids (minimal edits of 8-40-token sentences from a Zipf
+vocabulary, 10 % unrelated pairs), at 800 pairs (one MIRAGE query: 400 pairs, both
+directions) and 20,000 pairs:
+  * ``python-difflib``  per pair ``difflib.SequenceMatcher(None, a, b, autojunk=False)
+                        .get_opcodes()`` (``trim_affixes=False``: exactly what the kernel
+                        computes then)
+  * ``python-loop``     per pair the pure-Python alignment LexicalNLI used before the kernel
+                        (common prefix / suffix, then difflib's blocks: the reference,
+                        ``trim_affixes=True``)
+  * ``rrag-cpp``        ``lexical_opcodes(..., backend="cpp")``
+  Outputs must equal the reference exactly.
+
 Usage::
 
     python benchmarks/bench_nli.py                          # shipped int8 + LexicalNLI
     python benchmarks/bench_nli.py --full /tmp/nli/out/full  # + ort-fp32 and torch-fp32
     python benchmarks/bench_nli.py --quick --no-csv
+    python benchmarks/bench_nli.py --quick --kernel lexical_opcodes
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from harness import BASELINE, RRAG, Case, Provider  # noqa: E402
 
-KERNELS = ("nli_batch", "nli_quality")
+KERNELS = ("nli_batch", "nli_quality", "lexical_opcodes")
 BATCH = 32
+ALIGN_PAIRS = {"full": (800, 20_000), "quick": (800,)}
 DATA_DIR = harness.REPO_ROOT / ".." / "shared" / "data" / "nli"
 
 # Written for this benchmark (used when the shared data is absent).
@@ -90,7 +108,7 @@ class TorchNLI:
 
 def _scorers(args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
     """name -> (scorer, provider kind); missing ones are reported and left out."""
-    from rrag_kernels import nli
+    from rrag_kernels.models import nli
 
     out: dict[str, tuple[Any, str]] = {}
     so = None
@@ -118,7 +136,7 @@ def _scorers(args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
                                            providers=["CPUExecutionProvider"]), BASELINE)
     model_dir = nli.default_model_dir()
     if model_dir is None:
-        print("note: no packaged NLI model under rrag_kernels/nli/models/; ort-int8 left out")
+        print("note: no packaged NLI model under rrag_kernels/models/nli/packaged/; ort-int8 left out")
     elif so is not None:
         out["ort-int8"] = (nli.OnnxNLI(model_dir, session_options=so, batch_size=BATCH,
                                        providers=["CPUExecutionProvider"]), RRAG)
@@ -153,6 +171,87 @@ def speed_cases(scorers: dict[str, tuple[Any, str]], rows: list[dict[str, Any]])
                  notes=["tokenisation included; verdict agreement with the first baseline must be >= 90%"])]
 
 
+def minimal_edit_pairs(rng: np.random.Generator, n_pairs: int, vocab: int = 5_000) -> tuple[list, list]:
+    """Token-id sequences: premises of 8-40 tokens (Zipf ids), hypotheses with 1-3 word
+    replacements, insertions or deletions; 10 % of the hypotheses unrelated."""
+    p = 1.0 / (np.arange(vocab) + 2.7)
+    p /= p.sum()
+    premises, hypotheses = [], []
+    for _ in range(n_pairs):
+        a = rng.choice(vocab, size=int(rng.integers(8, 41)), p=p)
+        if rng.random() < 0.1:
+            b = rng.choice(vocab, size=int(rng.integers(8, 41)), p=p)
+        else:
+            b = a.tolist()
+            for _ in range(int(rng.integers(1, 4))):
+                k, op = int(rng.integers(0, len(b))), int(rng.integers(0, 3))
+                if op == 0:
+                    b[k] = int(rng.choice(vocab, p=p))
+                elif op == 1:
+                    b.insert(k, int(rng.choice(vocab, p=p)))
+                elif len(b) > 1:
+                    del b[k]
+        premises.append([int(x) for x in a])
+        hypotheses.append([int(x) for x in b])
+    return premises, hypotheses
+
+
+def _csr(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in seqs], out=offsets[1:])
+    return np.array([t for x in seqs for t in x], dtype=np.int64), offsets
+
+
+def opcodes_python(ref: Any, premises: list[list[int]], hypotheses: list[list[int]], trim: bool):
+    """Per pair in Python (difflib, or the trimmed reference alignment), then the same CSR
+    arrays as the kernel's."""
+    code = {t: k for k, t in enumerate(ref.LEXICAL_TAGS)}
+    rows, op_offsets = [], [0]
+    for a, b in zip(premises, hypotheses):
+        spans = (ref.pair_opcodes_ref(a, b) if trim
+                 else difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes())
+        rows.extend((code[tag], i1, i2, j1, j2) for tag, i1, i2, j1, j2 in spans)
+        op_offsets.append(len(rows))
+    return np.array(op_offsets, dtype=np.int64), np.array(rows, dtype=np.int32).reshape(-1, 5)
+
+
+def align_cases(rng: np.random.Generator, sizes: tuple[int, ...]) -> list[Case]:
+    from rrag_kernels import reference as ref
+
+    try:
+        from rrag_kernels import ops
+
+        ops.lexical_opcodes([1], [0, 1], [1], [0, 1], backend="cpp")
+    except Exception as exc:
+        print(f"note: the C++ lexical_opcodes kernel is unavailable ({harness._short_error(exc)}); baselines only")
+        ops = None
+    cases = []
+    for n in sizes:
+        premises, hypotheses = minimal_edit_pairs(rng, n)
+        (ta, oa), (tb, ob) = _csr(premises), _csr(hypotheses)
+        for trim in (True, False):
+            want = ref.lexical_opcodes_ref(ta, oa, tb, ob, trim)
+
+            def check(out, want=want):
+                for x, y, name in zip(out, want, ("op_offsets", "ops")):
+                    if not np.array_equal(harness.to_numpy(x), y):
+                        raise AssertionError(f"{name} differs from the reference")
+
+            def compare(out, anchor):
+                check(out, anchor)
+
+            name, note = (("python-loop", "per pair: common prefix / suffix, then difflib's blocks (the reference)")
+                          if trim else ("python-difflib", "per pair: difflib.SequenceMatcher(autojunk=False)"))
+            providers = [Provider(name, partial(opcodes_python, ref, premises, hypotheses, trim), BASELINE, note)]
+            if ops is not None:
+                providers.append(Provider("rrag-cpp", partial(ops.lexical_opcodes, ta, oa, tb, ob, trim_affixes=trim,
+                                                              backend="cpp"), RRAG))
+            nbytes = float(ta.nbytes + oa.nbytes + tb.nbytes + ob.nbytes + want[0].nbytes + want[1].nbytes)
+            cases.append(Case("lexical_opcodes", f"pairs={n} tokens=8-40 trim={trim}", nbytes, 0.0, providers,
+                              check, compare, notes=[f"{len(ta) + len(tb)} tokens, {want[1].shape[0]} opcodes"]))
+    return cases
+
+
 def _quality(name: str, probs: np.ndarray, rows: list[dict[str, Any]]) -> dict[str, Any]:
     from rrag_kernels.train_nli import evaluate
 
@@ -171,7 +270,7 @@ def _quality(name: str, probs: np.ndarray, rows: list[dict[str, Any]]) -> dict[s
 
 
 def quality_report(scorers: dict[str, tuple[Any, str]], rows: list[dict[str, Any]]) -> None:
-    from rrag_kernels.nli import EnsembleNLI, LexicalNLI
+    from rrag_kernels.models.nli import EnsembleNLI, LexicalNLI
 
     print()
     print("== nli_quality on ../shared/data/nli/train_5.jsonl (held out from training)")
@@ -221,20 +320,26 @@ def main(argv: list[str] | None = None) -> int:
 
     rk = harness.import_rrag()
     harness.set_threads(args.threads, rk)
+    wanted = set(args.kernel or KERNELS)
     rows = _load_rows()
-    if not rows:
+    if not rows and wanted & {"nli_batch", "nli_quality"}:
         print(f"note: {DATA_DIR / 'train_5.jsonl'} absent; timing on pairs written here, no quality table")
-    scorers = _scorers(args)
-    results = harness.run_cases("nli", [("nli_batch", lambda: speed_cases(scorers, rows))], args, rk) \
-        if not args.kernel or "nli_batch" in args.kernel else []
-    print()
-    print(f"== pairs/s at batch {BATCH} on {args.threads} threads (median)")
+    scorers = _scorers(args) if wanted & {"nli_batch", "nli_quality"} else {}
+    rng = np.random.default_rng(0)
+    factories = [("nli_batch", lambda: speed_cases(scorers, rows)),
+                 ("lexical_opcodes", lambda: align_cases(rng, ALIGN_PAIRS["quick" if args.quick else "full"]))]
+    results = harness.run_cases("nli", factories, args, rk) if wanted & {"nli_batch", "lexical_opcodes"} else []
+    if "nli_batch" in wanted:
+        print()
+        print(f"== pairs/s at batch {BATCH} on {args.threads} threads (median)")
     for res in results:
+        if res.case.kernel != "nli_batch":
+            continue
         rate = {row["provider"]: BATCH / (float(row["median_ms"]) * 1e-3) for row in res.rows}
         for name, r in rate.items():
             others = ", ".join(f"{r / rate[o]:.2f}x {o}" for o in rate if o != name)
             print(f"   {name:<12} {r:>8.1f} pairs/s" + (f"  ({others})" if others else ""))
-    if not args.kernel or "nli_quality" in args.kernel:
+    if "nli_quality" in wanted:
         quality_report(scorers, rows)
     return 0
 

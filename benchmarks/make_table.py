@@ -1,13 +1,15 @@
 """Print the README's benchmark table (Markdown) from the results CSVs.
 
 Takes the latest row per (hardware, threads, kernel, provider, shape) and prints one table
-per hardware, naming it. By default one line per (kernel, shape) and rrag provider: the
-best baseline, ours, the speed-up and the fraction of the roofline floor (the
-``check_finite=False`` diagnostic rows are left out); ``--all`` lists every provider.
+per results file and hardware, naming the hardware, in the order of the files. By default
+one line per (kernel, shape) and rrag provider: the best baseline, ours, the speed-up and
+the fraction of the roofline floor (the ``check_finite=False`` diagnostic rows are left
+out); ``--all`` lists every provider.
 
 Usage::
 
-    python benchmarks/make_table.py                       # results/cosine.csv + results/gpu.csv
+    python benchmarks/make_table.py                       # every results file: the README's tables
+    python benchmarks/make_table.py benchmarks/results/mirage.csv --kernel nli_graph --kernel gate_stats
     python benchmarks/make_table.py --all --kernel claim_relevance
     python benchmarks/make_table.py benchmarks/results/cosine-quick.csv --mode quick
 """
@@ -21,8 +23,15 @@ from collections import defaultdict
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-DEFAULT_FILES = ("cosine.csv", "gpu.csv")
-KERNEL_ORDER = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine")
+#: The README's tables, in its order: one per file (and hardware).
+DEFAULT_FILES = ("cosine.csv", "mirage.csv", "conformal.csv", "nli.csv", "gpu.csv")
+#: Kernels in pipeline order within a table; others follow alphabetically.
+KERNEL_ORDER = (
+    "cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine",
+    "select_pairs", "nli_graph", "greedy_prune", "gate_stats", "graph_stage",
+    "r_scores", "conformal_quantile", "conformal_sweep",
+    "lexical_opcodes", "nli_batch",
+)
 KIND_ORDER = {"baseline": 0, "rrag": 1, "reference": 2}
 
 
@@ -132,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
     paths = args.csv or [RESULTS_DIR / f for f in DEFAULT_FILES if (RESULTS_DIR / f).exists()]
     if not paths:
-        print(f"make_table: no results under {RESULTS_DIR}; run benchmarks/bench_cosine.py first",
+        print(f"make_table: no results under {RESULTS_DIR}; run the benchmarks/bench_*.py scripts first",
               file=sys.stderr)
         return 1
     modes = set(args.mode.split(","))
@@ -142,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make_table: no rows with mode in {sorted(modes)} in {', '.join(map(str, paths))}",
               file=sys.stderr)
         return 1
+    file_order = {path.name: k for k, path in enumerate(paths)}
     by_hw: dict[tuple, list[dict[str, str]]] = defaultdict(list)
     for row in latest(rows):
-        by_hw[(row["machine"], row.get("threads", ""))].append(row)
+        by_hw[(file_order[row["_file"]], row["machine"], row.get("threads", ""))].append(row)
     blocks = []
     for hw in sorted(by_hw):
         hw_rows = by_hw[hw]

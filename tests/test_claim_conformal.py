@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conformal_data import claims
 
-from rrag_kernels._conformal_ops import conformal_quantile, r_scores
-from rrag_kernels.conformal import ClaimConformal, from_responses, hash_noise
+from rrag_kernels.ops import conformal_quantile, r_scores
+from rrag_kernels.pipelines.conformal import ClaimConformal, from_responses, hash_noise
 
 
 def test_calibrate_filter_evaluate(rng):
@@ -106,8 +106,8 @@ def test_adapter_and_hash_noise():
 
 def test_plot_tradeoff_renders_png(tmp_path, rng):
     pytest.importorskip("matplotlib", reason="matplotlib is not installed (optional extra)")
-    from rrag_kernels._conformal_ops import conformal_sweep
-    from rrag_kernels.conformal import plot_tradeoff
+    from rrag_kernels.ops import conformal_sweep
+    from rrag_kernels.pipelines.conformal import plot_tradeoff
 
     s, ok, off = claims(rng, 200)
     sw = conformal_sweep(s, ok, off, alphas=[0.05, 0.1, 0.2, 0.3], n_splits=10, seed=0)

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rrag_kernels._conformal_ops import conformal_quantile, conformal_sweep, r_scores
-from rrag_kernels.conformal import ClaimConformal, load_claims
+from rrag_kernels.ops import conformal_quantile, conformal_sweep, r_scores
+from rrag_kernels.pipelines.conformal import ClaimConformal, load_claims
 
 REF = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "reference"
 MOHRI = REF / "mohri2024" / "out"

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from helpers import HashEmbedder
 
-from rrag_kernels.conformal import ClaimConformal
-from rrag_kernels.pipelines.conformal import ConformalRAG, MultiHopRetriever, default_rewriter, load_sample
+from rrag_kernels.pipelines.conformal import ClaimConformal, ConformalRAG, MultiHopRetriever, default_rewriter, load_sample
 from rrag_kernels.reference import claim_relevance_ref
 
 
@@ -218,7 +217,7 @@ def test_conformal_demo_runs():
 )
 def test_stored_sample_scores_match_live_minilm():
     from rrag_kernels.pipelines.conformal import score_sample
-    from rrag_kernels.pipelines.embed import MiniLMEmbedder
+    from rrag_kernels.models import MiniLMEmbedder
 
     s = load_sample()
     live = score_sample(s, MiniLMEmbedder())

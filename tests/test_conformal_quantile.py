@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conformal_data import backend_fixture
 
-from rrag_kernels._conformal_ops import conformal_quantile
+from rrag_kernels.ops import conformal_quantile
 from rrag_kernels.reference import conformal_quantile_ref, conformal_rank
 
 backend = backend_fixture()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conformal_data import backend_fixture, claims
 
-from rrag_kernels._conformal_ops import conformal_quantile, conformal_sweep, r_scores
+from rrag_kernels.ops import conformal_quantile, conformal_sweep, r_scores
 from rrag_kernels.reference import calibration_mask_ref, conformal_sweep_ref, split_base_ref, split_keys_ref
 
 backend = backend_fixture()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rrag_kernels import _graph_ops as g
+from rrag_kernels import ops
 from rrag_kernels.reference import gate_stats_ref
 
 CPU_BACKENDS = pytest.mark.parametrize("backend", ["reference", "cpp"], indirect=True)
@@ -41,7 +41,7 @@ def _same(got, want):
 def test_random(backend, rng, n, e, count_unknown):
     keep, i, j, kind, dom = _problem(rng, n, e)
     for eps in (1e-9, 0.0, 0.5):
-        got = g.gate_stats(keep, i, j, kind, dom, eps=eps, count_unknown=count_unknown, backend=backend)
+        got = ops.gate_stats(keep, i, j, kind, dom, eps=eps, count_unknown=count_unknown, backend=backend)
         _same(got, gate_stats_ref(keep, i, j, kind, dom, eps, count_unknown))
 
 
@@ -52,21 +52,21 @@ def test_by_hand(backend):
     j = np.array([1, 3, 3, 4, 0, 0])
     kind = np.array([1, -1, 1, 0, -1, -1], dtype=np.int8)
     dom = np.array([7, -1, 7, -5, 2])
-    got = g.gate_stats(keep, i, j, kind, dom, backend=backend)
+    got = ops.gate_stats(keep, i, j, kind, dom, backend=backend)
     # kept edges: (0,1)+1, (0,3)-1, (1,3)+1, (3,4) 0, (3,0)-1; (2,0) has 2 dropped
     assert got["n_kept"] == 4 and got["n_support"] == 2 and got["n_contradiction"] == 2
     assert got["r_contr"] == 2 / (4 + 1e-9)
     assert got["n_domains"] == 3  # 7, 2 and "unknown" (ids -1 and -5 together)
-    assert g.gate_stats(keep, i, j, kind, dom, count_unknown=False, backend=backend)["n_domains"] == 2
+    assert ops.gate_stats(keep, i, j, kind, dom, count_unknown=False, backend=backend)["n_domains"] == 2
 
 
 @CPU_BACKENDS
 def test_no_edges_and_nothing_kept(backend):
     none = np.zeros(0, np.int64)
-    got = g.gate_stats(np.array([True, False]), none, none, np.zeros(0, np.int8), np.array([-1, 3]), eps=0.0,
+    got = ops.gate_stats(np.array([True, False]), none, none, np.zeros(0, np.int8), np.array([-1, 3]), eps=0.0,
                        backend=backend)
     assert got == {"n_kept": 1, "n_support": 0, "n_contradiction": 0, "r_contr": 0.0, "n_domains": 1}
-    got = g.gate_stats(np.zeros(3, bool), np.array([0]), np.array([1]), np.array([-1], np.int8), np.zeros(3, np.int64),
+    got = ops.gate_stats(np.zeros(3, bool), np.array([0]), np.array([1]), np.array([-1], np.int8), np.zeros(3, np.int64),
                        backend=backend)
     assert got == {"n_kept": 0, "n_support": 0, "n_contradiction": 0, "r_contr": 0.0, "n_domains": 0}
 
@@ -74,9 +74,9 @@ def test_no_edges_and_nothing_kept(backend):
 @CPU_BACKENDS
 def test_kind_dtypes(backend, rng):
     keep, i, j, kind, dom = _problem(rng, 30, 60)
-    want = g.gate_stats(keep, i, j, kind, dom, backend=backend)
+    want = ops.gate_stats(keep, i, j, kind, dom, backend=backend)
     for dt in (np.int64, np.int32, np.int16):
-        assert g.gate_stats(keep, i, j, kind.astype(dt), dom, backend=backend) == want
+        assert ops.gate_stats(keep, i, j, kind.astype(dt), dom, backend=backend) == want
 
 
 BAD = [
@@ -103,7 +103,7 @@ def test_bad_input(backend, change, exc, name):
     kwargs = {"keep": np.array([True, False, True]), "edge_i": np.array([0, 1]), "edge_j": np.array([2, 2]),
               "kind": np.array([1, -1], np.int8), "domain_ids": np.array([0, 1, -1]), **change}
     with pytest.raises(exc, match=rf"^{name}:"):
-        g.gate_stats(**kwargs, backend=backend)
+        ops.gate_stats(**kwargs, backend=backend)
 
 
 def test_core_rechecks(core):

@@ -14,7 +14,7 @@ import pytest
 from helpers import assert_bitwise_equal
 
 import rrag_kernels
-from rrag_kernels import _graph_ops as g
+from rrag_kernels import ops
 from rrag_kernels.reference import greedy_prune_ref, quantise_ref
 
 CPU_BACKENDS = pytest.mark.parametrize("backend", ["reference", "cpp"], indirect=True)
@@ -52,7 +52,7 @@ def _exact_gains(keep, s, i, j, w, pen=None):
 
 def _check(out, s, i, j, w, pen=None):
     keep, order, F = greedy_prune_ref(s, i, j, w, pen)
-    assert isinstance(out, g.PruneResult)
+    assert isinstance(out, ops.PruneResult)
     assert_bitwise_equal(out.keep, keep, name="keep")
     assert_bitwise_equal(out.removal_order, order, name="removal_order")
     assert isinstance(out.F, float) and (out.F == F), f"F {out.F!r} != reference {F!r}"
@@ -69,9 +69,9 @@ SIZES = [(0, 0), (1, 0), (2, 1), (3, 4), (17, 30), (31, 60), (32, 96), (33, 20),
 @pytest.mark.parametrize("integer", [True, False], ids=["int-ties", "float"])
 def test_random(backend, rng, n, e, integer):
     s, i, j, w = _graph(rng, n, e, integer=integer)
-    _check(g.greedy_prune(s, i, j, w, backend=backend), s, i, j, w)
+    _check(ops.greedy_prune(s, i, j, w, backend=backend), s, i, j, w)
     pen = (rng.integers(0, 3, size=n) if integer else rng.uniform(0, 1.5, size=n)).astype(np.float64)
-    _check(g.greedy_prune(s, i, j, w, self_penalty=pen, backend=backend), s, i, j, w, pen)
+    _check(ops.greedy_prune(s, i, j, w, self_penalty=pen, backend=backend), s, i, j, w, pen)
 
 
 @CPU_BACKENDS
@@ -83,7 +83,7 @@ def test_all_gains_tie(backend):
     j = (i + 1) % n
     s = np.full(n, 0.5)
     w = np.full(n, -1.0)
-    out = g.greedy_prune(s, i, j, w, backend=backend)
+    out = ops.greedy_prune(s, i, j, w, backend=backend)
     _check(out, s, i, j, w)
     assert out.removal_order.tolist() == [0, 2, 4, 6]  # after 0: 1 and 7 gain less; 2 is lowest best
 
@@ -93,13 +93,13 @@ def test_quantisation_ties(backend):
     # 1 + 1e-12 and 1 quantise to the same multiple of 2^-32: exact tie -> lowest index.
     s = np.array([-(1.0 + 1e-12), -1.0, -(1.0 - 1e-12), 0.25])
     i, j, w = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    out = g.greedy_prune(s, i, j, w, backend=backend)
+    out = ops.greedy_prune(s, i, j, w, backend=backend)
     _check(out, s, i, j, w)
     assert out.removal_order.tolist() == [0, 1, 2]
     assert out.F == 0.25
     # A gain that quantises to exactly 0 is not > 0: nothing is removed.
     s = np.array([1.0, 1.0])
-    out = g.greedy_prune(s, np.array([0]), np.array([1]), np.array([-(1.0 + 1e-12)]), backend=backend)
+    out = ops.greedy_prune(s, np.array([0]), np.array([1]), np.array([-(1.0 + 1e-12)]), backend=backend)
     assert out.keep.tolist() == [True, True] and out.removal_order.size == 0
 
 
@@ -109,7 +109,7 @@ def test_half_way_rounding(backend):
     half = 2.0**-33
     s = np.array([half, 3 * half, -half, 5 * half])
     assert quantise_ref(s) == [0, 2, 0, 2]
-    out = g.greedy_prune(s, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), backend=backend)
+    out = ops.greedy_prune(s, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), backend=backend)
     assert out.F == 4 * 2.0**-32 and out.removal_order.size == 0
 
 
@@ -121,7 +121,7 @@ def test_large_values_exact(backend, rng):
     s, i, j, _ = _graph(rng, n, e, integer=True)
     s = rng.uniform(-(2.0**20), 2.0**20, size=n)
     w = rng.choice([-(2.0**20), 2.0**20, -(2.0**20) + 2.0**-32, 1.0], size=e)
-    _check(g.greedy_prune(s, i, j, w, backend=backend), s, i, j, w)
+    _check(ops.greedy_prune(s, i, j, w, backend=backend), s, i, j, w)
 
 
 @CPU_BACKENDS
@@ -134,7 +134,7 @@ def test_sums_beyond_int64(backend, rng):
     j = (i + rng.integers(1, 3, size=e)) % 3
     w = rng.choice([-(2.0**20), 2.0**20, -(2.0**20) + 2.0**-32], size=e, p=[0.7, 0.15, 0.15])
     s = np.array([2.0**20, -(2.0**20), 0.5])
-    out = g.greedy_prune(s, i, j, w, backend=backend)
+    out = ops.greedy_prune(s, i, j, w, backend=backend)
     _check(out, s, i, j, w)
     assert abs(sum(quantise_ref(w))) > 2**63
 
@@ -142,8 +142,8 @@ def test_sums_beyond_int64(backend, rng):
 @CPU_BACKENDS
 def test_parallel_edges_add(backend):
     s = np.array([1.0, 1.0])
-    one = g.greedy_prune(s, np.array([0]), np.array([1]), np.array([-1.5]), backend=backend)
-    two = g.greedy_prune(s, np.array([0, 1]), np.array([1, 0]), np.array([-0.75, -0.75]), backend=backend)
+    one = ops.greedy_prune(s, np.array([0]), np.array([1]), np.array([-1.5]), backend=backend)
+    two = ops.greedy_prune(s, np.array([0, 1]), np.array([1, 0]), np.array([-0.75, -0.75]), backend=backend)
     assert one.removal_order.tolist() == two.removal_order.tolist() == [0]
     assert one.F == two.F == 1.0
 
@@ -156,7 +156,7 @@ def test_large_cpp_local_optimum_and_threads(restore_threads_and_simd, rng):
     outs = []
     for threads in (1, 2):
         rrag_kernels.set_num_threads(threads)
-        outs.append(g.greedy_prune(s, i, j, w, backend="cpp"))
+        outs.append(ops.greedy_prune(s, i, j, w, backend="cpp"))
     for a, b in zip(outs[0][:2], outs[1][:2]):
         assert_bitwise_equal(a, b)
     assert outs[0].F == outs[1].F
@@ -172,10 +172,10 @@ def test_large_cpp_local_optimum_and_threads(restore_threads_and_simd, rng):
 
 def test_lists_and_torch(rng, torch):
     s, i, j, w = _graph(rng, 20, 40, integer=True)
-    want = g.greedy_prune(s, i, j, w)
-    got = g.greedy_prune(s.tolist(), i.tolist(), j.tolist(), w.tolist())
+    want = ops.greedy_prune(s, i, j, w)
+    got = ops.greedy_prune(s.tolist(), i.tolist(), j.tolist(), w.tolist())
     assert_bitwise_equal(got.keep, want.keep) and got.F == want.F
-    t = g.greedy_prune(torch.from_numpy(s), torch.from_numpy(i), torch.from_numpy(j), torch.from_numpy(w))
+    t = ops.greedy_prune(torch.from_numpy(s), torch.from_numpy(i), torch.from_numpy(j), torch.from_numpy(w))
     assert isinstance(t.keep, torch.Tensor) and t.keep.dtype == torch.bool
     assert_bitwise_equal(t.removal_order.numpy(), want.removal_order)
 
@@ -209,12 +209,12 @@ BAD = [
 @pytest.mark.parametrize("change,exc,name", BAD, ids=[f"{b[2]}-{k}" for k, b in enumerate(BAD)])
 def test_bad_input(backend, change, exc, name):
     with pytest.raises(exc, match=rf"^{name}:"):
-        g.greedy_prune(**{**_valid(), **change}, backend=backend)
+        ops.greedy_prune(**{**_valid(), **change}, backend=backend)
 
 
 def test_bad_backend():
     with pytest.raises(ValueError, match=r"^backend:"):
-        g.greedy_prune(**_valid(), backend="triton")
+        ops.greedy_prune(**_valid(), backend="triton")
 
 
 def test_core_rechecks(core):

@@ -1,12 +1,13 @@
-"""lexical_opcodes(tokens_a, offsets_a, tokens_b, offsets_b, trim_affixes) and LexicalNLI's
-C++ path.
+"""lexical_opcodes(tokens_a, offsets_a, tokens_b, offsets_b, *, trim_affixes, backend),
+its C++ binding, its reference, and LexicalNLI's two paths through it.
 
 Contract: per pair, trim_affixes=False gives exactly
 ``difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()`` (LexicalNLI's
-autojunk setting); trim_affixes=True gives exactly ``rrag_kernels.nli.lexical._opcodes``
-(common prefix and suffix first, then difflib on the middle). Discrete output: exact
-equality. LexicalNLI's features and probabilities are identical with and without the C++
-path.
+autojunk setting); trim_affixes=True gives exactly
+``rrag_kernels.reference.pair_opcodes_ref`` (common prefix and suffix first, then difflib's
+longest matching blocks on the middle). Discrete output: exact equality with the reference
+in every backend. LexicalNLI's features and probabilities are identical whether it aligns
+through the C++ backend of the op or through its reference.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import numpy as np
 import pytest
 from helpers import offsets_from_counts
 
-from rrag_kernels.nli import LexicalNLI
-from rrag_kernels.nli import lexical as lx
-from rrag_kernels.reference import LEXICAL_TAGS, lexical_opcodes_ref
+from rrag_kernels import ops
+from rrag_kernels.models.nli import LexicalNLI
+from rrag_kernels.models.nli import lexical as lx
+from rrag_kernels.reference import LEXICAL_TAGS, lexical_opcodes_ref, pair_opcodes_ref
 
 NLI_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nli"
 LENGTHS = (0, 1, 2, 3, 7, 13, 31, 201, 257)  # > 200: where difflib's autojunk would start
+CPU_BACKENDS = pytest.mark.parametrize("backend", ["reference", "cpp"], indirect=True)
 
 
 def _random_pairs(rng, n, *, max_alphabet=6, lengths=LENGTHS):
@@ -52,28 +55,62 @@ def _csr(pairs):
             tb, offsets_from_counts([len(b) for _, b in pairs]))
 
 
-def _split(op_offsets, ops):
-    return [[(LEXICAL_TAGS[t], i1, i2, j1, j2) for t, i1, i2, j1, j2 in ops[op_offsets[p]:op_offsets[p + 1]].tolist()]
+def _split(op_offsets, rows):
+    return [[(LEXICAL_TAGS[t], i1, i2, j1, j2) for t, i1, i2, j1, j2 in rows[op_offsets[p]:op_offsets[p + 1]].tolist()]
             for p in range(len(op_offsets) - 1)]
 
 
 def _check_against(pairs, got, trim):
-    for p, ((a, b), ops) in enumerate(zip(pairs, got)):
+    for p, ((a, b), spans) in enumerate(zip(pairs, got)):
         al, bl = a.tolist(), b.tolist()
-        want = lx._opcodes(al, bl) if trim else difflib.SequenceMatcher(None, al, bl, autojunk=False).get_opcodes()
-        assert ops == want, f"pair {p}: a={al} b={bl}\n got {ops}\nwant {want}"
+        want = pair_opcodes_ref(al, bl) if trim else difflib.SequenceMatcher(None, al, bl, autojunk=False).get_opcodes()
+        assert spans == want, f"pair {p}: a={al} b={bl}\n got {spans}\nwant {want}"
+
+
+def test_reference_is_trimmed_difflib(rng):
+    """pair_opcodes_ref = common prefix/suffix, then difflib's longest matching blocks
+    (autojunk off), on str keys as LexicalNLI once aligned them: the semantics the C++ port
+    keeps."""
+    for _ in range(300):
+        n_a, n_b = rng.integers(0, 14, size=2)
+        alphabet = rng.integers(2, 7)
+        a = [f"w{x}" for x in rng.integers(0, alphabet, size=n_a)]
+        b = [f"w{x}" for x in rng.integers(0, alphabet, size=n_b)]
+        spans = pair_opcodes_ref(a, b)
+        # spans tile both sequences in order; equal spans really are equal
+        ends = (0, 0)
+        for _, i1, i2, j1, j2 in spans:
+            assert (i1, j1) == ends
+            ends = (i2, j2)
+        assert ends == (len(a), len(b))
+        for tag, i1, i2, j1, j2 in spans:
+            if tag == "equal":
+                assert a[i1:i2] == b[j1:j2]
+        ours = {(i1 + q, j1 + q) for tag, i1, i2, j1, j2 in spans if tag == "equal" for q in range(i2 - i1)}
+        p = 0
+        while p < min(n_a, n_b) and a[p] == b[p]:
+            p += 1
+        s = 0
+        while s < min(n_a, n_b) - p and a[n_a - 1 - s] == b[n_b - 1 - s]:
+            s += 1
+        ref = {(q, q) for q in range(p)} | {(n_a - 1 - q, n_b - 1 - q) for q in range(s)}
+        sm = difflib.SequenceMatcher(None, a[p:n_a - s], b[p:n_b - s], autojunk=False)
+        for i, j, size in sm.get_matching_blocks():
+            ref |= {(i + p + q, j + p + q) for q in range(size)}
+        assert ours == ref, (a, b)
+
 
 
 @pytest.mark.parametrize("trim", [False, True], ids=["difflib", "trimmed"])
 def test_opcodes_exact(core, rng, trim):
     pairs = _random_pairs(rng, 400)
-    op_offsets, ops = core.lexical_opcodes(*_csr(pairs), trim)
+    op_offsets, rows = core.lexical_opcodes(*_csr(pairs), trim)
     assert op_offsets.dtype == np.int64 and op_offsets.shape == (len(pairs) + 1,)
-    assert ops.dtype == np.int32 and ops.ndim == 2 and ops.shape[1] == 5 and ops.flags.c_contiguous
-    _check_against(pairs, _split(op_offsets, ops), trim)
+    assert rows.dtype == np.int32 and rows.ndim == 2 and rows.shape[1] == 5 and rows.flags.c_contiguous
+    _check_against(pairs, _split(op_offsets, rows), trim)
     ref_off, ref_ops = lexical_opcodes_ref(*_csr(pairs), trim)
     np.testing.assert_array_equal(op_offsets, ref_off)
-    np.testing.assert_array_equal(ops, ref_ops)
+    np.testing.assert_array_equal(rows, ref_ops)
 
 
 def test_trimming_differs_from_difflib_where_documented(core):
@@ -105,8 +142,8 @@ def test_any_int64_ids_and_empty_batch(core, rng):
         assert got == _split(*core.lexical_opcodes(*_csr(pairs), trim))
         _check_against(mapped, got, trim)
     e = np.zeros(0, np.int64)
-    off, ops = core.lexical_opcodes(e, np.zeros(1, np.int64), e, np.zeros(1, np.int64))
-    assert off.tolist() == [0] and ops.shape == (0, 5)
+    off, rows = core.lexical_opcodes(e, np.zeros(1, np.int64), e, np.zeros(1, np.int64))
+    assert off.tolist() == [0] and rows.shape == (0, 5)
 
 
 def test_thread_count_independent(restore_threads_and_simd, rng):
@@ -139,6 +176,88 @@ def test_bad_inputs_name_the_argument(core):
         core.lexical_opcodes(t, ok, np.arange(8, dtype=np.int64)[::2], ok)
     with pytest.raises(ValueError, match="offsets_a: expected length n_pairs"):
         core.lexical_opcodes(t, np.zeros(0, np.int64), t, ok)
+
+
+# --------------------------------------------------------------------------- the op
+
+
+@CPU_BACKENDS
+@pytest.mark.parametrize("trim", [False, True], ids=["difflib", "trimmed"])
+def test_op_equals_reference(backend, rng, trim):
+    pairs = _random_pairs(rng, 200)
+    got = ops.lexical_opcodes(*_csr(pairs), trim_affixes=trim, backend=backend)
+    assert isinstance(got, ops.Opcodes)
+    assert got.op_offsets.dtype == np.int64 and got.op_offsets.shape == (len(pairs) + 1,)
+    assert got.ops.dtype == np.int32 and got.ops.ndim == 2 and got.ops.shape[1] == 5
+    want = lexical_opcodes_ref(*_csr(pairs), trim)
+    np.testing.assert_array_equal(got.op_offsets, want[0])
+    np.testing.assert_array_equal(got.ops, want[1])
+    assert ops.OPCODE_TAGS == LEXICAL_TAGS
+
+
+@CPU_BACKENDS
+@pytest.mark.parametrize("n_pairs", [0, 1, 2, 7, 13])
+def test_op_edge_sizes(backend, rng, n_pairs):
+    """0 pairs, 1 pair, odd counts; sequences of length 0, 1 and odd lengths on either side."""
+    pairs = _random_pairs(rng, n_pairs, lengths=(0, 1, 3, 5))
+    pairs[:1] = [(np.zeros(0, np.int64), np.zeros(0, np.int64))] if n_pairs else []
+    got = ops.lexical_opcodes(*_csr(pairs), backend=backend)
+    want = lexical_opcodes_ref(*_csr(pairs), True)
+    np.testing.assert_array_equal(got.op_offsets, want[0])
+    np.testing.assert_array_equal(got.ops, want[1])
+    assert got.op_offsets.shape == (n_pairs + 1,) and got.ops.shape[1] == 5
+    _check_against(pairs, _split(*got), True)
+
+
+@CPU_BACKENDS
+def test_op_lists_and_other_integer_dtypes(backend):
+    """Lists and int32 arrays of tokens are converted; the answer is the int64 one's."""
+    a, b = [5, 6, 7, 6], [5, 7, 7]
+    want = ops.lexical_opcodes(np.array(a, np.int64), [0, 4], np.array(b, np.int64), [0, 3], backend=backend)
+    for ta, tb in ((a, b), (np.array(a, np.int32), np.array(b, np.uint8))):
+        got = ops.lexical_opcodes(ta, np.array([0, 4], np.int32), tb, (0, 3), backend=backend)
+        np.testing.assert_array_equal(got.op_offsets, want.op_offsets)
+        np.testing.assert_array_equal(got.ops, want.ops)
+    assert _split(*want) == [[("equal", 0, 1, 0, 1), ("delete", 1, 2, 1, 1), ("equal", 2, 3, 1, 2),
+                              ("replace", 3, 4, 2, 3)]]
+
+
+def test_op_torch_in_torch_out():
+    torch = pytest.importorskip("torch")
+    got = ops.lexical_opcodes(torch.tensor([1, 2]), torch.tensor([0, 2]), torch.tensor([2]), torch.tensor([0, 1]))
+    assert isinstance(got.ops, torch.Tensor) and got.ops.dtype == torch.int32
+    assert got.op_offsets.tolist() == [0, 2] and got.ops.tolist() == [[2, 0, 1, 0, 0], [0, 1, 2, 0, 1]]
+
+
+_T = np.arange(4, dtype=np.int64)
+_OK = np.array([0, 2, 4], dtype=np.int64)
+BAD = [
+    ({"offsets_b": np.array([0, 4], np.int64)}, ValueError, "offsets_b"),
+    ({"offsets_a": np.array([0, 3, 2], np.int64)}, ValueError, "offsets_a"),
+    ({"offsets_a": np.array([1, 2, 4], np.int64)}, ValueError, "offsets_a"),
+    ({"offsets_b": np.array([0, 2, 3], np.int64)}, ValueError, "offsets_b"),
+    ({"offsets_b": np.array([0, 2, 5], np.int64)}, ValueError, "offsets_b"),
+    ({"offsets_a": np.zeros(0, np.int64), "offsets_b": np.zeros(0, np.int64)}, ValueError, "offsets_a"),
+    ({"offsets_a": np.array([[0, 2, 4]], np.int64)}, ValueError, "offsets_a"),
+    ({"offsets_a": np.array([0.0, 2, 4])}, TypeError, "offsets_a"),
+    ({"tokens_a": np.array([0.0, 1, 2, 3])}, TypeError, "tokens_a"),
+    ({"tokens_b": np.array([[0, 1, 2, 3]], np.int64)}, ValueError, "tokens_b"),
+    ({"tokens_b": "0123"}, TypeError, "tokens_b"),
+    ({"trim_affixes": 1}, TypeError, "trim_affixes"),
+]
+
+
+@CPU_BACKENDS
+@pytest.mark.parametrize("change,exc,name", BAD, ids=[f"{b[2]}-{k}" for k, b in enumerate(BAD)])
+def test_op_bad_input_names_the_argument(backend, change, exc, name):
+    kwargs = {"tokens_a": _T, "offsets_a": _OK, "tokens_b": _T, "offsets_b": _OK, **change}
+    with pytest.raises(exc, match=rf"^{name}:"):
+        ops.lexical_opcodes(**kwargs, backend=backend)
+
+
+def test_op_has_no_triton_backend():
+    with pytest.raises(ValueError, match=r"^backend:"):
+        ops.lexical_opcodes(_T, _OK, _T, _OK, backend="triton")
 
 
 # --------------------------------------------------------------------------- LexicalNLI

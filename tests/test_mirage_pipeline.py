@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rrag_kernels.pipelines.mirage import MirageDefense, MirageParams
-from rrag_kernels.pipelines.mirage_eval import (
+from rrag_kernels.models import domain_category, split_sentences, trust_score, url_domain
+from rrag_kernels.pipelines.mirage import (
     GateThresholds,
+    MirageDefense,
+    MirageParams,
     RunRecord,
     build_regimes,
     cross_validate_gate,
@@ -22,7 +24,6 @@ from rrag_kernels.pipelines.mirage_eval import (
     summarise,
     tune_gate,
 )
-from rrag_kernels.pipelines.text import domain_category, split_sentences, trust_score, url_domain
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "polluted_dev.jsonl"
 

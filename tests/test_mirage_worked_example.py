@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from rrag_kernels import _graph_ops as g
+from rrag_kernels import ops
 
 DOMAINS = ["britannica.com", "en.wikipedia.org", "plato.stanford.edu", "historycomputing.blog",
            "ww2-archive.net", "biographyfacts.org"]
@@ -43,7 +43,7 @@ def _inputs():
 @pytest.mark.parametrize("backend", ["reference", "cpp"], indirect=True)
 def test_worked_example(backend):
     i, j, probs = _inputs()
-    graph = g.nli_graph(i, j, probs, probs, 6, backend=backend)
+    graph = ops.nli_graph(i, j, probs, probs, 6, backend=backend)
     assert graph.kind.tolist() == [1, -1, -1, -1, -1, -1, 0]
     assert np.allclose(graph.w_supp[:1], 0.8, rtol=0, atol=1e-15)
     assert graph.w_contr[1:6].tolist() == [0.9] * 5
@@ -54,13 +54,13 @@ def test_worked_example(backend):
 
     m = graph.kind != 0
     weight = (graph.w_supp - graph.w_contr)[m]
-    keep, order, F = g.greedy_prune(s, i[m], j[m], weight, backend=backend)
+    keep, order, F = ops.greedy_prune(s, i[m], j[m], weight, backend=backend)
     assert np.flatnonzero(keep).tolist() == [0, 1, 2]  # {C1, C2, C3}
     assert order.tolist() == [5, 3, 4]  # C6 (gain 1.484), then C4 (1.457), then C5 (0.572)
     assert math.isclose(F, s[0] + s[1] + s[2] + 0.8, rel_tol=0, abs_tol=1e-9)
 
     domain_ids = np.arange(len(DOMAINS), dtype=np.int64)  # six distinct hosts
-    stats = g.gate_stats(keep, i, j, graph.kind, domain_ids, backend=backend)
+    stats = ops.gate_stats(keep, i, j, graph.kind, domain_ids, backend=backend)
     assert stats == {"n_kept": 3, "n_support": 1, "n_contradiction": 0, "r_contr": 0.0, "n_domains": 3}
     assert stats["r_contr"] <= 0.98 and stats["n_domains"] >= 2  # the gate passes
 
@@ -68,7 +68,7 @@ def test_worked_example(backend):
 def test_worked_example_nli_triton(backend):
     # The graph step in every backend (triton included) gives the same edges and counts.
     i, j, probs = _inputs()
-    graph = g.nli_graph(i, j, probs, probs, 6, backend=backend)
-    want = g.nli_graph(i, j, probs, probs, 6, backend="reference")
+    graph = ops.nli_graph(i, j, probs, probs, 6, backend=backend)
+    want = ops.nli_graph(i, j, probs, probs, 6, backend="reference")
     for a, b in zip(graph, want):
         assert np.array_equal(a, b) and a.dtype == b.dtype

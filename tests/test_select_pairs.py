@@ -16,7 +16,7 @@ import pytest
 from helpers import assert_bitwise_equal, offsets_from_counts
 
 import rrag_kernels
-from rrag_kernels import _graph_ops as g
+from rrag_kernels import ops
 from rrag_kernels.reference import TOKEN_PATTERN, claim_token_ids_ref, select_pairs_ref
 
 CPU_BACKENDS = pytest.mark.parametrize("backend", ["reference", "cpp"], indirect=True)
@@ -49,7 +49,7 @@ def _check_invariants(i, j, overlap, ids, off, src, tau, max_pairs):
 
 
 def _run_and_compare(backend, ids, off, src, tau, max_pairs):
-    i, j, ov = g.select_pairs(ids, off, src, tau=tau, max_pairs=max_pairs, backend=backend)
+    i, j, ov = ops.select_pairs(ids, off, src, tau=tau, max_pairs=max_pairs, backend=backend)
     ri, rj, rov = select_pairs_ref(ids, off, src, tau, max_pairs)
     assert_bitwise_equal(i, ri, name="i")
     assert_bitwise_equal(j, rj, name="j")
@@ -100,8 +100,8 @@ def test_sparse_and_negative_token_ids(backend, rng):
     # must equal the one for the same tokens renumbered densely.
     ids, off, src = _claims(rng, 120, vocab=30, max_len=10, n_sources=4)
     spread = np.array([-(2**62), -7, 0, 5, 2**40, 2**62] + list(range(100, 124)), dtype=np.int64)[ids]
-    a = g.select_pairs(spread, off, src, tau=0.5, max_pairs=None, backend=backend)
-    b = g.select_pairs(ids, off, src, tau=0.5, max_pairs=None, backend=backend)
+    a = ops.select_pairs(spread, off, src, tau=0.5, max_pairs=None, backend=backend)
+    b = ops.select_pairs(ids, off, src, tau=0.5, max_pairs=None, backend=backend)
     for x, y, name in zip(a, b, ("i", "j", "overlap")):
         assert_bitwise_equal(x, y, name=name)
     _run_and_compare(backend, spread, off, src, 0.5, None)
@@ -123,7 +123,7 @@ def test_duplicates_and_empty_sets(backend):
 def test_same_source_never_pairs(backend, rng):
     ids, off, _ = _claims(rng, 40, vocab=5, max_len=5, n_sources=1, empty_frac=0.0)
     src = np.zeros(40, dtype=np.int64)
-    i, _, _ = g.select_pairs(ids, off, src, tau=0.0, max_pairs=None, backend=backend)
+    i, _, _ = ops.select_pairs(ids, off, src, tau=0.0, max_pairs=None, backend=backend)
     assert len(i) == 0
 
 
@@ -134,7 +134,7 @@ def test_threads_identical(restore_threads_and_simd, rng):
     for threads in (1, 2, 3):
         rrag_kernels.set_num_threads(threads)
         for max_pairs in (None, 50):
-            out = g.select_pairs(ids, off, src, tau=0.5, max_pairs=max_pairs, backend="cpp")
+            out = ops.select_pairs(ids, off, src, tau=0.5, max_pairs=max_pairs, backend="cpp")
             want = ref if max_pairs is None else tuple(x[:max_pairs] for x in ref)
             for x, y, name in zip(out, want, ("i", "j", "overlap")):
                 assert_bitwise_equal(x, y, name=f"{name} at {threads} threads")
@@ -142,11 +142,11 @@ def test_threads_identical(restore_threads_and_simd, rng):
 
 def test_lists_and_torch_inputs(rng, torch):
     ids, off, src = _claims(rng, 30, vocab=10, max_len=6, n_sources=3)
-    want = g.select_pairs(ids, off, src, tau=0.5)
-    got = g.select_pairs(ids.tolist(), off.tolist(), src.tolist(), tau=0.5)
+    want = ops.select_pairs(ids, off, src, tau=0.5)
+    got = ops.select_pairs(ids.tolist(), off.tolist(), src.tolist(), tau=0.5)
     for x, y in zip(got, want):
         assert_bitwise_equal(x, y)
-    t = g.select_pairs(torch.from_numpy(ids), torch.from_numpy(off), torch.from_numpy(src), tau=0.5)
+    t = ops.select_pairs(torch.from_numpy(ids), torch.from_numpy(off), torch.from_numpy(src), tau=0.5)
     assert all(isinstance(x, torch.Tensor) for x in t)
     for x, y in zip(t, want):
         assert_bitwise_equal(x.numpy(), y)
@@ -162,7 +162,7 @@ def test_tokenizer_random_text(backend, rng):
     texts = ["".join(rng.choice(_ALPHABET, size=int(rng.integers(0, 40)))) for _ in range(300)]
     texts += ["", "   ", "'", "''a", "a'", "a'b'c", "1990's", "rock'n'roll", "abc'123", "don’t", "DON'T",
               "Kelvin \u212a", "İstanbul", "x" * 1000, "lone\udc80surrogate Ab\ud800", "nul\x00byte"]
-    ids, off = g.claim_token_ids(texts, backend=backend)
+    ids, off = ops.claim_token_ids(texts, backend=backend)
     rids, roff = claim_token_ids_ref(texts)
     assert_bitwise_equal(ids, rids, name="token_ids")
     assert_bitwise_equal(off, roff, name="token_offsets")
@@ -179,10 +179,10 @@ def test_tokenizer_random_text(backend, rng):
 
 @CPU_BACKENDS
 def test_tokenizer_examples(backend):
-    ids, off = g.claim_token_ids(["Alan Turing, born 1912.", "TURING don't rock'n'roll", ""], backend=backend)
+    ids, off = ops.claim_token_ids(["Alan Turing, born 1912.", "TURING don't rock'n'roll", ""], backend=backend)
     assert ids.tolist() == [0, 1, 2, 3, 1, 4, 5, 6]  # alan turing born 1912 | turing don't rock'n roll
     assert off.tolist() == [0, 4, 8, 8]
-    ids, off = g.claim_token_ids([], backend=backend)
+    ids, off = ops.claim_token_ids([], backend=backend)
     assert ids.dtype == np.int64 and ids.size == 0 and off.tolist() == [0]
 
 
@@ -216,18 +216,18 @@ def _valid():
 def test_bad_input(backend, change, exc, name):
     kwargs = {**_valid(), "tau": 0.5, "max_pairs": 10, **change}
     with pytest.raises(exc, match=rf"^{name}:"):
-        g.select_pairs(**kwargs, backend=backend)
+        ops.select_pairs(**kwargs, backend=backend)
 
 
 def test_bad_backend_and_texts():
     with pytest.raises(ValueError, match=r"^backend:"):
-        g.select_pairs(**_valid(), backend="triton")
+        ops.select_pairs(**_valid(), backend="triton")
     with pytest.raises(ValueError, match=r"^backend:"):
-        g.select_pairs(**_valid(), backend="gpu")
+        ops.select_pairs(**_valid(), backend="gpu")
     with pytest.raises(TypeError, match=r"^texts:"):
-        g.claim_token_ids("one string")
+        ops.claim_token_ids("one string")
     with pytest.raises(TypeError, match=r"^texts:"):
-        g.claim_token_ids(["ok", 3])
+        ops.claim_token_ids(["ok", 3])
 
 
 def test_core_rechecks(core):

@@ -1,6 +1,6 @@
-"""The packaged NLI model (``rrag_kernels/nli/models/minilm-nli``) and its trainer.
+"""The packaged NLI model (``rrag_kernels/models/nli/packaged/minilm-nli``) and its trainer.
 
-* the shipped model is what :func:`rrag_kernels.nli.load` returns by default, offline,
+* the shipped model is what :func:`rrag_kernels.models.nli.load` returns by default, offline,
   with the label names of its own config.json;
 * batching and length bucketing do not change its results (the int8 file holds int8
   weights only; compute is float32, so a pair's row does not depend on its batch-mates);
@@ -23,10 +23,10 @@ import pytest
 pytest.importorskip("onnxruntime", reason="the packaged NLI model runs on onnxruntime (pip install 'rrag_kernels[nli]')")
 pytest.importorskip("tokenizers", reason="the packaged NLI model's tokenizer needs the tokenizers package")
 
-from rrag_kernels import nli  # noqa: E402
-from rrag_kernels.nli import LABELS, OnnxNLI  # noqa: E402
+from rrag_kernels.models import nli  # noqa: E402
+from rrag_kernels.models.nli import LABELS, OnnxNLI  # noqa: E402
 
-MODEL_DIR = Path(nli.__file__).resolve().parent / "models" / "minilm-nli"
+MODEL_DIR = nli.PACKAGED_DIR / "minilm-nli"
 DATA_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nli"
 
 #: Measured on train_5 (400 pairs) for the shipped int8 model: see metadata.json. The floor

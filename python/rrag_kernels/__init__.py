@@ -1,8 +1,14 @@
 """rrag_kernels: compiled scoring kernels for retrieval-augmented generation under
 misinformation.
 
-The public kernels live in :mod:`rrag_kernels.ops` (re-exported here); their float64
-definitions in :mod:`rrag_kernels.reference`.
+Layers, each with one face that the layers above import:
+
+* :mod:`rrag_kernels.ops` -- the public kernels (re-exported here);
+  :mod:`rrag_kernels.reference` -- their float64 definitions;
+* :mod:`rrag_kernels.models` -- model-facing protocols and implementations (NLI scorers,
+  embedders, retrievers, text helpers);
+* :mod:`rrag_kernels.pipelines` -- one folder per method (``pipelines.mirage``,
+  ``pipelines.conformal``).
 """
 
 from ._config import __version__, get_num_threads, set_num_threads, show_config
@@ -14,6 +20,7 @@ from .ops import (
     cosine_matrix,
     gate_stats,
     greedy_prune,
+    lexical_opcodes,
     nli_graph,
     r_scores,
     segmented_cosine,
@@ -30,6 +37,7 @@ __all__ = [
     "cosine_matrix",
     "gate_stats",
     "greedy_prune",
+    "lexical_opcodes",
     "nli_graph",
     "r_scores",
     "select_pairs",

@@ -54,8 +54,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _mirage_eval(args: argparse.Namespace) -> int:
-    from .pipelines.mirage import MirageParams
-    from .pipelines.mirage_eval import evaluate, format_report
+    from .pipelines.mirage import MirageParams, evaluate, format_report
 
     params = MirageParams(pairing=args.pairing)
     report = evaluate(args.data, nli=args.nli, params=params, tune=not args.no_tune, progress=not args.no_progress)
@@ -75,12 +74,11 @@ def _mirage_eval(args: argparse.Namespace) -> int:
 def _conformal_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .conformal import ClaimConformal, from_responses
-    from .pipelines.conformal import load_sample, score_sample
+    from .pipelines.conformal import ClaimConformal, from_responses, load_sample, score_sample
 
     sample = load_sample()
     if args.scores == "live":
-        from .pipelines.embed import MiniLMEmbedder
+        from .models import MiniLMEmbedder
 
         for resp, row in zip(sample["data"], score_sample(sample, MiniLMEmbedder())):
             for claim, value in zip(resp["claims"], row):

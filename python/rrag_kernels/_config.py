@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
-import numbers
 import os
 import platform
 from typing import Any
 
-from ._dispatch import core_module
+from .ops import check_int
+
+# The compiled module is loaded in one place, ops/_dispatch.py; this module reports on it
+# and sets its threads.
+from .ops._dispatch import core_module
 
 __version__ = "0.1.0"
 
@@ -20,14 +23,11 @@ def set_num_threads(n: int) -> None:
     ----------
     n : int, >= 1
     """
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(f"n: expected an int, got {type(n).__name__}")
-    if n < 1:
-        raise ValueError(f"n: the thread count must be >= 1, got {n}")
+    n = check_int(n, "n", minimum=1)
     core = core_module()
     if core is None:
         raise RuntimeError("rrag_kernels._core is not built: there are no C++ threads to set")
-    core.set_num_threads(int(n))
+    core.set_num_threads(n)
 
 
 def get_num_threads() -> int:

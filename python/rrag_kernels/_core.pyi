@@ -1,4 +1,5 @@
-"""Typed stubs for the compiled module rrag_kernels._core (use rrag_kernels.ops instead)."""
+"""Typed stubs for the compiled module rrag_kernels._core (use rrag_kernels.ops instead: only
+ops/_dispatch.py loads it)."""
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +40,7 @@ def topk_cosine(
     check_finite: bool = True,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
 
-# MIRAGE claim-graph kernels (issue 3); use rrag_kernels._graph_ops / ops instead.
+# MIRAGE claim-graph kernels (issue 3) and LexicalNLI's alignment; public ops in rrag_kernels.ops.
 def claim_token_ids(texts: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
 def select_pairs(
     token_ids: npt.NDArray[np.int64],
@@ -91,7 +92,7 @@ def lexical_opcodes(
     trim_affixes: bool = True,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]: ...
 
-# Conformal factuality (issue 4); public wrappers in rrag_kernels._conformal_ops.
+# Conformal factuality (issue 4); public ops in rrag_kernels.ops.
 def r_scores(
     scores: npt.NDArray[np.float64],
     labels_ok: npt.NDArray[np.bool_],

@@ -53,6 +53,11 @@ What it does
 ``--from-checkpoint OUT/full`` skips training and redoes the export, quantization and
 scoring of an earlier run's checkpoint.
 
+To ship a model, copy ``--out`` without ``full/`` to
+``python/rrag_kernels/models/nli/packaged/<name>/`` (the packaged model is
+``packaged/minilm-nli``; :func:`rrag_kernels.models.nli.default_model_dir` finds it, and the
+wheel carries it as package data).
+
 The exported graph takes ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64,
 dynamic batch and sequence axes) and returns ``logits`` (batch, 3); TorchScript exporter
 (``dynamo=False``), opset 17.
@@ -470,7 +475,7 @@ def quantize_int8(src: str | Path, dst: str | Path, min_size: int = 4096) -> int
 def _onnx_logits(directory: Path, file_name: str, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
     """Class probabilities of an ONNX file through OnnxNLI, mapped back to ID2LABEL order
     (OnnxNLI's LABELS order is the same)."""
-    from .nli import OnnxNLI
+    from .models.nli import OnnxNLI
 
     return OnnxNLI(directory, file_name=file_name, providers=["CPUExecutionProvider"]).predict_proba(
         list(premises), list(hypotheses))

@@ -1,5 +1,12 @@
-"""Thin pipelines: text in, arrays through the kernels, readable results out.
+"""Thin pipelines, one folder per method: text in, arrays through the kernels, readable
+results out.
 
-Models and services sit behind small protocols (:mod:`.protocols`) so that any embedder,
-NLI scorer or retriever can be plugged in; every default works offline.
+* :mod:`rrag_kernels.pipelines.mirage` -- the MIRAGE defense and its evaluation harness;
+* :mod:`rrag_kernels.pipelines.conformal` -- claim-level conformal factuality: the
+  calibrator, the claim-data adapters, the trade-off plot and the (multi-hop) RAG pipeline.
+
+Each folder's ``__init__`` is its face. Pipelines import the kernels through
+:mod:`rrag_kernels.ops` and models, embedders, retrievers and text helpers through
+:mod:`rrag_kernels.models` (small protocols, so any implementation can be plugged in; every
+default works offline). ``_progress`` is shared by the pipelines.
 """

@@ -2,7 +2,7 @@
 
 Why
 ---
-The packaged model and :class:`~rrag_kernels.nli.LexicalNLI` fail on different phenomena of
+The packaged model and :class:`~rrag_kernels.models.nli.LexicalNLI` fail on different phenomena of
 the held-out split (``../shared/data/nli/train_5.jsonl``): the model reads reframes and causal
 reversals, the word alignment reads number swaps and dropped conjuncts. Their equal-weight
 mean is better than either (accuracy 0.613 / macro-F1 0.602 against 0.580 / 0.581 for the
@@ -12,11 +12,11 @@ are not tuned on that split: equal weights were fixed before it was scored.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Sequence
 
 import numpy as np
 
+from ...ops import check_real
 from ._common import LABELS, NLIScorer, check_pairs, label_permutation
 
 __all__ = ["EnsembleNLI"]
@@ -59,8 +59,7 @@ class EnsembleNLI:
             if len(weights) != len(members):
                 raise ValueError(f"weights: expected {len(members)} values (one per member), got {len(weights)}")
             for k, x in enumerate(weights):
-                if isinstance(x, bool) or not isinstance(x, numbers.Real):
-                    raise TypeError(f"weights[{k}]: expected a float, got {type(x).__name__}")
+                check_real(x, f"weights[{k}]")
             w = np.asarray(weights, dtype=np.float64)
             if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
                 raise ValueError(f"weights: expected finite non-negative values, not all zero, got {list(weights)}")

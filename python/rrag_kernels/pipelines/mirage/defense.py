@@ -28,11 +28,18 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .. import _graph_ops
-from ..ops import cosine_matrix
-from .protocols import Embedder, NLIScorer, Retriever
-from .text import DEFAULT_TRUST, split_sentences, trust_score, url_domain
-from ._progress import progress_iter
+from ...models import DEFAULT_TRUST, Embedder, NLIScorer, Retriever, split_sentences, trust_score, url_domain
+from ...ops import (
+    check_int,
+    claim_token_ids,
+    cosine_matrix,
+    gate_stats,
+    greedy_prune,
+    label_columns,
+    nli_graph,
+    select_pairs,
+)
+from .._progress import progress_iter
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -45,7 +52,7 @@ class MirageParams:
     """Every constant of the method (paper defaults unless noted).
 
     Gate defaults were tuned once, offline, on graph statistics of
-    ``shared/data/polluted_dev.jsonl`` by :func:`rrag_kernels.pipelines.mirage_eval.tune_gate`
+    ``shared/data/polluted_dev.jsonl`` by :func:`rrag_kernels.pipelines.mirage.tune_gate`
     (``python -m rrag_kernels mirage-eval``): the paper's r_max 0.98 and d_min 2 stay, and a
     minimum share of 5 % of kept claims with cross-source support is added. The grid search
     picks these same thresholds for the packaged NLI model (pass rates clean / mixed /
@@ -76,11 +83,7 @@ class MirageParams:
     def validate(self) -> "MirageParams":
         ints = {"top_k": 1, "max_claims": 1, "max_pairs": 0, "sem_top_m": 1, "probe_m": 0, "probe_k": 0, "d_min": 0}
         for name, low in ints.items():
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise TypeError(f"{name}: expected an int, got {type(v).__name__}")
-            if v < low:
-                raise ValueError(f"{name}: must be >= {low}, got {v}")
+            check_int(getattr(self, name), name, minimum=low)
         for name in ("tau", "tau_sem", "probe_theta", "min_support_share"):
             v = float(getattr(self, name))
             if not (0.0 <= v <= 1.0):
@@ -158,7 +161,7 @@ class MirageDefense:
     Parameters
     ----------
     nli : NLIScorer, str or None
-        An NLI scorer, a name/path for :func:`rrag_kernels.nli.load`, or None for the
+        An NLI scorer, a name/path for :func:`rrag_kernels.models.nli.load`, or None for the
         offline default.
     retriever : Retriever, optional
         Enables counter-evidence probing (step 4); without it that step is skipped.
@@ -183,7 +186,7 @@ class MirageDefense:
             raise TypeError(f"{sorted(unknown)[0]}: not a MirageParams field")
         self.params = replace(base, **overrides).validate()
         if nli is None or isinstance(nli, str):
-            from .. import nli as nli_module
+            from ...models import nli as nli_module
 
             nli = nli_module.load(nli)
         if not hasattr(nli, "predict_proba") or not hasattr(nli, "labels"):
@@ -220,9 +223,9 @@ class MirageDefense:
 
         t = time.perf_counter()
         texts = [c.text for c in active]
-        token_ids, token_offsets = _graph_ops.claim_token_ids(texts)
+        token_ids, token_offsets = claim_token_ids(texts)
         source_ids = np.array([c.source for c in active], dtype=np.int64)
-        pair_i, pair_j, overlap = _graph_ops.select_pairs(
+        pair_i, pair_j, overlap = select_pairs(
             token_ids, token_offsets, source_ids, tau=p.tau, max_pairs=p.max_pairs
         )
         timings["kernels_s"] = time.perf_counter() - t
@@ -236,7 +239,7 @@ class MirageDefense:
         timings["nli_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        graph = _graph_ops.nli_graph(pair_i, pair_j, fwd, bwd, n, label_order=self.nli.labels, reduce=p.nli_reduce)
+        graph = nli_graph(pair_i, pair_j, fwd, bwd, n, label_order=self.nli.labels, reduce=p.nli_reduce)
         timings["kernels_s"] += time.perf_counter() - t
 
         penalty = self._probe(active, timings)
@@ -249,12 +252,12 @@ class MirageDefense:
         edge_mask = np.asarray(graph.kind) != 0
         ei, ej = np.asarray(pair_i)[edge_mask], np.asarray(pair_j)[edge_mask]
         weights = (np.asarray(graph.w_supp) - np.asarray(graph.w_contr))[edge_mask]
-        keep, order, f_value = _graph_ops.greedy_prune(scores, ei, ej, weights, self_penalty=penalty)
+        keep, order, f_value = greedy_prune(scores, ei, ej, weights, self_penalty=penalty)
         keep = np.asarray(keep, dtype=bool)
         domains = sorted({c.domain for c in active})
         domain_ids = np.array([domains.index(c.domain) for c in active], dtype=np.int64)
         kind = np.asarray(graph.kind)[edge_mask]
-        gate = _graph_ops.gate_stats(keep, ei, ej, kind, domain_ids, eps=p.eps)
+        gate = gate_stats(keep, ei, ej, kind, domain_ids, eps=p.eps)
         supported = _supported_kept(keep, ei, ej, kind)
         timings["kernels_s"] += time.perf_counter() - t
 
@@ -350,7 +353,7 @@ class MirageDefense:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if self._embedder is None:
-            from .embed import MiniLMEmbedder
+            from ...models import MiniLMEmbedder
 
             self._embedder = MiniLMEmbedder()
         return np.asarray(self._embedder.encode(texts), dtype=np.float32)
@@ -418,7 +421,7 @@ class MirageDefense:
         t = time.perf_counter()
         probs = np.asarray(self.nli.predict_proba(premises, hypotheses), dtype=np.float64)
         timings["nli_s"] = timings.get("nli_s", 0.0) + time.perf_counter() - t
-        e_col, c_col = _graph_ops.label_columns(self.nli.labels)
+        e_col, c_col = label_columns(self.nli.labels)
         for k, row in zip(owner, probs):
             if row[c_col] > row[e_col] and row[c_col] >= p.probe_theta:
                 penalty[k] = max(penalty[k], float(row[c_col]))

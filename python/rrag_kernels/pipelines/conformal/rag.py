@@ -1,8 +1,7 @@
 """Conformal factuality for (multi-hop) RAG: retrieve, score claims with ``claim_relevance``,
-keep the claims a calibrated :class:`~rrag_kernels.conformal.ClaimConformal` lets through.
+keep the claims a calibrated :class:`~rrag_kernels.pipelines.conformal.ClaimConformal` lets through.
 
-    from rrag_kernels.conformal import ClaimConformal
-    from rrag_kernels.pipelines.conformal import ConformalRAG, MultiHopRetriever
+    from rrag_kernels.pipelines.conformal import ClaimConformal, ConformalRAG, MultiHopRetriever
 
     retriever = MultiHopRetriever(corpus)                     # MiniLM + FAISS, 3 hops, k=10, sim >= 0.3
     rag = ConformalRAG(ClaimConformal(alpha=0.1), retriever)
@@ -25,15 +24,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..ops import claim_relevance
-from .protocols import Embedder
-from .retrieval import DenseRetriever
-from .text import split_sentences
-from ._progress import progress_iter
+from ...models import DenseRetriever, Embedder, split_sentences
+from ...ops import check_int, check_real, claim_relevance
+from .._progress import progress_iter
 
 logger = logging.getLogger("rrag_kernels")
 
-__all__ = ["ConformalRAG", "FilterResult", "MultiHopRetriever", "ScoredClaim", "ScoredClaims", "default_rewriter"]
+__all__ = ["ConformalRAG", "FilterResult", "MultiHopRetriever", "ScoredClaim", "ScoredClaims", "default_rewriter",
+           "load_sample", "score_sample"]
 
 #: (question, docs found so far, hop about to run) -> the query for that hop.
 Rewriter = Callable[[str, list, int], str]
@@ -45,14 +43,6 @@ def _check_question(question: Any) -> str:
     if not question.strip():
         raise ValueError("question: must be a non-empty string")
     return question
-
-
-def _check_int(value: Any, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if int(value) < low:
-        raise ValueError(f"{name}: must be >= {low}, got {value}")
-    return int(value)
 
 
 def default_rewriter(question: str, docs_so_far: list[dict[str, Any]], hop: int) -> str:
@@ -86,7 +76,7 @@ class MultiHopRetriever:
     corpus_texts_or_dicts : sequence of str or dict
         Dicts need ``text`` (str); other keys are returned untouched.
     embedder : Embedder, optional
-        Default: :class:`~rrag_kernels.pipelines.embed.MiniLMEmbedder` (offline).
+        Default: :class:`~rrag_kernels.models.MiniLMEmbedder` (offline).
     hops : int >= 1
     k : int >= 1 -- docs searched per hop
     sim_threshold : float in [-1, 1]
@@ -107,13 +97,12 @@ class MultiHopRetriever:
         rewriter: Rewriter | None = None,
         use_faiss: bool | None = None,
     ) -> None:
-        self.hops = _check_int(hops, "hops", 1)
-        self.k = _check_int(k, "k", 1)
-        if isinstance(sim_threshold, bool) or not isinstance(sim_threshold, numbers.Real):
-            raise TypeError(f"sim_threshold: expected a float, got {type(sim_threshold).__name__}")
-        if not (-1.0 <= float(sim_threshold) <= 1.0):
+        self.hops = check_int(hops, "hops", minimum=1)
+        self.k = check_int(k, "k", minimum=1)
+        sim_threshold = check_real(sim_threshold, "sim_threshold")
+        if not (-1.0 <= sim_threshold <= 1.0):
             raise ValueError(f"sim_threshold: must be in [-1, 1], got {sim_threshold}")
-        self.sim_threshold = float(sim_threshold)
+        self.sim_threshold = sim_threshold
         if rewriter is not None and not callable(rewriter):
             raise TypeError(f"rewriter: expected a callable, got {type(rewriter).__name__}")
         self.rewriter = rewriter or default_rewriter
@@ -128,7 +117,7 @@ class MultiHopRetriever:
             else:
                 raise TypeError(f"corpus_texts_or_dicts: item {n} is neither a str nor a dict with str 'text'")
         if embedder is None:
-            from .embed import MiniLMEmbedder
+            from ...models import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()
         self.embedder = embedder
@@ -247,11 +236,11 @@ class ConformalRAG:
         if embedder is None:
             embedder = getattr(retriever, "embedder", None)
         if embedder is None:
-            from .embed import MiniLMEmbedder
+            from ...models import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()
         self.embedder = embedder
-        self.k = _check_int(k, "k", 1)
+        self.k = check_int(k, "k", minimum=1)
         self.backend = backend
 
     # ------------------------------------------------------------------ inputs
@@ -444,7 +433,7 @@ class ConformalRAG:
 def load_sample() -> dict[str, Any]:
     """The packaged labelled sample (``rrag_kernels/data/conformal_sample.json``): ``docs``
     and ``data`` (responses in the released ``claims[{subclaim, annotation,
-    relevance-score}]`` schema, readable with :func:`rrag_kernels.conformal.from_responses`
+    relevance-score}]`` schema, readable with :func:`rrag_kernels.pipelines.conformal.from_responses`
     and ``score="relevance"``)."""
     import json
     from importlib import resources

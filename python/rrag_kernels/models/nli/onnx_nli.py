@@ -9,7 +9,7 @@ The model directory is what a Hugging Face NLI model exported to ONNX looks like
 Nothing is downloaded: the tokenizer is read with the ``tokenizers`` library when
 ``tokenizer.json`` exists (no torch, fast start), else with ``transformers.AutoTokenizer``
 and ``local_files_only=True``. onnxruntime and the tokenizer libraries are imported when a
-model is loaded, never when :mod:`rrag_kernels.nli` is imported.
+model is loaded, never when :mod:`rrag_kernels.models.nli` is imported.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._common import LABELS, check_pairs, check_positive_int, empty_probs, label_permutation, length_buckets, softmax_rows
+from ...ops import check_int
+from ._common import LABELS, check_pairs, empty_probs, label_permutation, length_buckets, softmax_rows
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -191,8 +192,8 @@ class OnnxNLI:
     ) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path: expected a directory path (str or os.PathLike), got {type(path).__name__}")
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        max_length = check_positive_int(max_length, "max_length")
+        self.batch_size = check_int(batch_size, "batch_size", minimum=1)
+        max_length = check_int(max_length, "max_length", minimum=1)
         if providers is not None and (isinstance(providers, str) or not all(isinstance(p, str) for p in providers)):
             raise TypeError("providers: expected a list of execution provider names")
         directory = Path(path).expanduser()

@@ -1,61 +1,20 @@
-"""Shared pieces of the NLI scorers: the protocol, input checks, label maps, softmax,
-length buckets. Nothing here imports a model library."""
+"""Shared pieces of the NLI scorers: input checks, label maps, softmax, length buckets.
+Nothing here imports a model library."""
 
 from __future__ import annotations
 
 import logging
-import re
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ...ops import LABELS, label_order_columns
+from ..protocols import NLIScorer
+
+__all__ = ["LABELS", "NLIScorer", "check_pairs", "empty_probs", "label_permutation", "length_buckets",
+           "softmax_rows"]
+
 logger = logging.getLogger("rrag_kernels")
-
-#: The column order every scorer in this package returns.
-LABELS: tuple[str, str, str] = ("entailment", "neutral", "contradiction")
-
-# Names a model config may use for each class (compared lower-cased, with any non-letter
-# characters removed, so "CONTRADICTION", "Contradiction", "contradiction " all match).
-_LABEL_ALIASES: dict[str, str] = {
-    "entailment": "entailment",
-    "entail": "entailment",
-    "entails": "entailment",
-    "entailed": "entailment",
-    "neutral": "neutral",
-    "contradiction": "contradiction",
-    "contradict": "contradiction",
-    "contradicts": "contradiction",
-    "contradictory": "contradiction",
-}
-
-
-@runtime_checkable
-class NLIScorer(Protocol):
-    """Sentence pairs to 3-way NLI probabilities.
-
-    Attributes
-    ----------
-    labels : tuple of 3 str
-        The names of the output columns, a permutation of ``("entailment", "neutral",
-        "contradiction")``; every scorer in :mod:`rrag_kernels.nli` returns exactly that
-        order.
-    """
-
-    labels: tuple[str, str, str]
-
-    def predict_proba(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
-        """Probabilities that each premise entails / is neutral to / contradicts its hypothesis.
-
-        Parameters
-        ----------
-        premises, hypotheses : list of str, same length n
-
-        Returns
-        -------
-        ndarray, shape (n, 3), float32
-            Columns named by ``labels``; each row sums to 1. ``n == 0`` gives shape (0, 3).
-        """
-        ...
 
 
 def check_pairs(premises: Any, hypotheses: Any) -> tuple[list[str], list[str]]:
@@ -80,21 +39,6 @@ def check_pairs(premises: Any, hypotheses: Any) -> tuple[list[str], list[str]]:
     return out[0], out[1]
 
 
-def check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name}: must be >= 1, got {value}")
-    return int(value)
-
-
-def _canonical_label(name: Any) -> str | None:
-    if not isinstance(name, str):
-        return None
-    key = re.sub(r"[^a-z]", "", name.lower())
-    return _LABEL_ALIASES.get(key)
-
-
 def label_permutation(id2label: Any, *, source: str = "config.json") -> np.ndarray:
     """Map a model's ``id2label`` to the column order :data:`LABELS`.
 
@@ -116,25 +60,12 @@ def label_permutation(id2label: Any, *, source: str = "config.json") -> np.ndarr
     ValueError
         When the mapping is not a 3-way map whose names are, case-insensitively,
         entailment / neutral / contradiction (generic names such as ``LABEL_0`` included).
+        The names are read by :func:`rrag_kernels.ops.label_order_columns`, the rule
+        ``nli_graph`` applies to its ``label_order``.
     """
     if not isinstance(id2label, Mapping) or not id2label:
         raise ValueError(f"id2label: {source} has no id2label mapping; cannot tell which output is which class")
-    try:
-        items = sorted((int(k), v) for k, v in id2label.items())
-    except (TypeError, ValueError):
-        raise ValueError(f"id2label: {source} has non-integer keys {sorted(map(str, id2label))}") from None
-    if [k for k, _ in items] != [0, 1, 2]:
-        raise ValueError(
-            f"id2label: {source} must map the 3 outputs 0, 1, 2 to entailment/neutral/contradiction, "
-            f"got {dict(items)!r}"
-        )
-    canon = [_canonical_label(v) for _, v in items]
-    if sorted(c for c in canon if c is not None) != sorted(LABELS):
-        raise ValueError(
-            f"id2label: {source} does not name the classes entailment, neutral and contradiction "
-            f"(case-insensitive), got {dict(items)!r}"
-        )
-    return np.array([canon.index(lab) for lab in LABELS], dtype=np.int64)
+    return np.array(label_order_columns(id2label, "id2label", source=source), dtype=np.int64)
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
@@ -165,4 +96,5 @@ def length_buckets(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
 
 
 def empty_probs() -> np.ndarray:
+    """The (0, 3) float32 answer to an empty batch."""
     return np.zeros((0, 3), dtype=np.float32)

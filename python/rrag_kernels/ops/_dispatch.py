@@ -1,8 +1,9 @@
-"""Backend choice and array conversion for the public ops.
+"""Backend planning and array conversion for the public ops.
 
 Output type follows input: numpy in -> numpy out, torch CPU in -> torch CPU out, CUDA in
 -> CUDA out. ``backend=None``/"auto" sends CPU data to C++ and CUDA tensors to Triton; a
-fallback (no compiled module, no Triton) logs a warning once.
+fallback (no compiled module, no Triton) logs a warning once. This is the one module that
+imports the compiled ``rrag_kernels._core``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import is_torch_tensor
+from ._validation import check_finite, is_torch_tensor
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -23,6 +24,7 @@ _warned: set[str] = set()
 
 
 def warn_once(key: str, message: str) -> None:
+    """Log ``message`` the first time ``key`` is seen in this process."""
     if key not in _warned:
         _warned.add(key)
         logger.warning(message)
@@ -31,7 +33,7 @@ def warn_once(key: str, message: str) -> None:
 def core_module():
     """The compiled module, or None when it cannot be imported."""
     try:
-        from . import _core
+        from .. import _core
     except ImportError:
         return None
     return _core
@@ -39,6 +41,8 @@ def core_module():
 
 @dataclass(frozen=True)
 class Plan:
+    """Where an op runs and what it returns."""
+
     backend: str  # "reference" | "cpp" | "triton"
     output: str  # "numpy" | "torch"
     device: Any  # torch.device for torch outputs, None for numpy
@@ -59,6 +63,12 @@ def triton_device():
 
 
 def plan(arrays: dict[str, Any], backend: str | None) -> Plan:
+    """The backend and output type for these arguments (None entries are ignored).
+
+    ValueError names ``backend`` when it is not one of :data:`BACKENDS`, or the first
+    tensor when the tensors sit on different devices; RuntimeError when the asked-for
+    backend is not installed.
+    """
     if backend is None:
         backend = "auto"
     if not isinstance(backend, str) or backend not in BACKENDS:
@@ -73,7 +83,7 @@ def plan(arrays: dict[str, Any], backend: str | None) -> Plan:
     on_cuda = device is not None and device.type == "cuda"
     if backend == "auto":
         if on_cuda:
-            from . import triton_ops
+            from .. import triton_ops
 
             if triton_ops.is_available():
                 backend = "triton"
@@ -88,7 +98,7 @@ def plan(arrays: dict[str, Any], backend: str | None) -> Plan:
     if backend == "cpp" and core_module() is None:
         raise RuntimeError("backend='cpp': the compiled module rrag_kernels._core cannot be imported")
     if backend == "triton":
-        from . import triton_ops
+        from .. import triton_ops
 
         if not triton_ops.is_available():
             raise RuntimeError("backend='triton': torch and triton must be installed (pip install 'rrag_kernels[gpu]')")
@@ -114,8 +124,32 @@ def to_torch32(x: Any, device) -> Any:
 
 
 def to_torch_index(x: np.ndarray, device) -> Any:
+    """int64 torch tensor on `device` (offsets for the Triton kernels)."""
     torch = _torch()
     return torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64)).to(device)
+
+
+def numpy_float32(p: Plan, arrays: dict[str, Any], check: bool) -> dict[str, np.ndarray]:
+    """The float arguments as contiguous float32 numpy (None entries dropped).
+
+    With ``check`` the reference backend checks finiteness here; the C++ kernels check it
+    inside their own pass over the data.
+    """
+    out = {name: to_numpy32(x) for name, x in arrays.items() if x is not None}
+    if check and p.backend == "reference":
+        for name, x in out.items():
+            check_finite(x, name)
+    return out
+
+
+def torch_float32(p: Plan, arrays: dict[str, Any], check: bool) -> tuple[dict[str, Any], Any]:
+    """The float arguments as contiguous float32 tensors on the Triton device, and that device."""
+    device = p.device if p.device is not None and p.device.type == "cuda" else triton_device()
+    out = {name: to_torch32(x, device) for name, x in arrays.items() if x is not None}
+    if check:
+        for name, x in out.items():
+            check_finite(x, name)
+    return out, device
 
 
 def finish(result: Any, p: Plan) -> Any:

@@ -46,24 +46,26 @@ __all__ = [
     "LexicalNLI",
     "NLIScorer",
     "OnnxNLI",
+    "PACKAGED_DIR",
     "default_model_dir",
     "label_permutation",
     "load",
 ]
 
-#: Where packaged ONNX NLI models live: ``rrag_kernels/nli/models/<name>/model.onnx``.
-MODELS_DIR = Path(__file__).resolve().parent / "models"
+#: Where packaged ONNX NLI models live: ``rrag_kernels/models/nli/packaged/<name>/model.onnx``
+#: (shipped in the wheel as package data).
+PACKAGED_DIR = Path(__file__).resolve().parent / "packaged"
 
 
 def default_model_dir() -> Path | None:
     """The packaged ONNX NLI model :func:`load` uses by default, or None.
 
-    The first directory (in name order) under ``rrag_kernels/nli/models/`` that holds a
+    The first directory (in name order) under ``rrag_kernels/models/nli/packaged/`` that holds a
     ``model.onnx`` (or ``onnx/model.onnx``) and a ``config.json``.
     """
-    if not MODELS_DIR.is_dir():
+    if not PACKAGED_DIR.is_dir():
         return None
-    for d in sorted(p for p in MODELS_DIR.iterdir() if p.is_dir()):
+    for d in sorted(p for p in PACKAGED_DIR.iterdir() if p.is_dir()):
         if (d / "config.json").is_file() and find_onnx_file(d) is not None:
             return d
     return None
@@ -80,7 +82,7 @@ def load(name_or_path: str | os.PathLike | None = None, **kwargs: Any) -> NLISco
     ----------
     name_or_path : str, os.PathLike or None
         * ``None``: the default -- the ONNX model shipped in
-          ``rrag_kernels/nli/models/<name>/`` when present and onnxruntime is installed
+          ``rrag_kernels/models/nli/packaged/<name>/`` when present and onnxruntime is installed
           (:class:`OnnxNLI`), else :class:`LexicalNLI` (no model needed).
         * ``"lexical"``: :class:`LexicalNLI`.
         * ``"ensemble"``: :class:`EnsembleNLI` of the packaged model and LexicalNLI (equal
@@ -117,7 +119,7 @@ def load(name_or_path: str | os.PathLike | None = None, **kwargs: Any) -> NLISco
                 import tokenizers  # noqa: F401
             except ImportError:
                 logger.warning(
-                    "rrag_kernels.nli.load: the packaged NLI model %s needs onnxruntime and tokenizers "
+                    "rrag_kernels.models.nli.load: the packaged NLI model %s needs onnxruntime and tokenizers "
                     "(pip install 'rrag_kernels[nli]'); using the model-free LexicalNLI instead", d.name,
                 )
                 return LexicalNLI(**kwargs)

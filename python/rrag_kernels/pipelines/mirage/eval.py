@@ -24,8 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .mirage import PASSAGE_KEYS, MirageDefense, MirageParams
-from ._progress import progress_iter
+from .._progress import progress_iter
+from .defense import PASSAGE_KEYS, MirageDefense, MirageParams
 
 logger = logging.getLogger("rrag_kernels")
 

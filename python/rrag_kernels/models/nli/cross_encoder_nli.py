@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ._common import LABELS, check_pairs, check_positive_int, empty_probs, label_permutation, length_buckets, softmax_rows
+from ...ops import check_int
+from ._common import LABELS, check_pairs, empty_probs, label_permutation, length_buckets, softmax_rows
 from .onnx_nli import _read_json, truncate_warning
 
 logger = logging.getLogger("rrag_kernels")
@@ -77,8 +78,8 @@ class CrossEncoderNLI:
     ) -> None:
         if not isinstance(name_or_path, (str, os.PathLike)):
             raise TypeError(f"name_or_path: expected a model name or directory, got {type(name_or_path).__name__}")
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.max_length = check_positive_int(max_length, "max_length")
+        self.batch_size = check_int(batch_size, "batch_size", minimum=1)
+        self.max_length = check_int(max_length, "max_length", minimum=1)
         name = os.fspath(name_or_path)
         is_dir = Path(name).expanduser().is_dir()
         if is_dir:

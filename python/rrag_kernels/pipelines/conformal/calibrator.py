@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._conformal_ops import as_claims, check_level_a, check_sentinel, conformal_quantile, r_scores
+from ...ops import as_claims, check_level_a, check_no_nan, check_real, check_sentinel, conformal_quantile, r_scores
 
 __all__ = ["ClaimConformal", "FORMAT_VERSION"]
 
@@ -57,11 +57,10 @@ class ClaimConformal:
 
     def __init__(self, alpha: float = 0.1, a: float = 1.0, sentinel: float = -np.inf, *, on_too_few: str = "inf",
                  score_name: str = "score", backend: str | None = None) -> None:
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-            raise TypeError(f"alpha: expected a float, got {type(alpha).__name__}")
-        if not (0.0 < float(alpha) < 1.0):
+        alpha = check_real(alpha, "alpha")
+        if not (0.0 < alpha < 1.0):
             raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
-        self.alpha = float(alpha)
+        self.alpha = alpha
         self.a = check_level_a(a)
         self.sentinel = check_sentinel(sentinel)
         self.on_too_few = on_too_few
@@ -113,8 +112,7 @@ class ClaimConformal:
     def filter(self, scores: Any, offsets: Any, groups: Any = None) -> np.ndarray:
         """(C,) bool keep mask: claim kept iff its score >= its response's q_hat."""
         s, _, off = as_claims(scores, np.zeros(len(scores), dtype=bool), offsets)
-        if np.isnan(s).any():
-            raise ValueError(f"scores: contains NaN (first at index {int(np.argmax(np.isnan(s)))})")
+        check_no_nan(s, "scores")
         q = self._thresholds(off.shape[0] - 1, groups)
         return s >= np.repeat(q, np.diff(off))
 
@@ -142,7 +140,7 @@ class ClaimConformal:
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict:
-        from .. import __version__
+        from ... import __version__
 
         if self.q_hat is None:
             raise RuntimeError("ClaimConformal: nothing to save; call calibrate() first")

@@ -20,9 +20,10 @@ How it decides
    sentence-initial word counts when the next word is capitalised too) and stopword.
    Number mentions are parsed into value ranges: "in the eighteenth century" is 1701-1800,
    "1840s" 1840-1849, "more than forty" [40, inf), "about 150" [127.5, 172.5].
-2. **Alignment** (:func:`_opcodes`). The two key sequences are aligned like
-   ``difflib.SequenceMatcher(autojunk=False)`` (common prefix and suffix first, then
-   longest matching blocks), giving equal / replace / insert / delete spans. A replace
+2. **Alignment** (:func:`rrag_kernels.ops.lexical_opcodes`, defined by
+   :func:`rrag_kernels.reference.lexical_align.pair_opcodes_ref`). The two key sequences
+   are aligned like ``difflib.SequenceMatcher(autojunk=False)`` (common prefix and suffix
+   first, then longest matching blocks), giving equal / replace / insert / delete spans. A replace
    span with at most :data:`MAX_SWAP` (4) tokens on each side is a *swap*: one fact
    exchanged for another. Longer replaced spans count as a deleted clause plus an added
    one.
@@ -70,7 +71,7 @@ How it decides
    =====================  ==================================================  ==================
 
 With an ``embedder`` (any object with ``.encode(list[str]) -> (n, d)``, e.g.
-:class:`rrag_kernels.pipelines.embed.MiniLMEmbedder` on all-MiniLM-L6-v2), only the
+:class:`rrag_kernels.models.MiniLMEmbedder` on all-MiniLM-L6-v2), only the
 ``unknown`` rows change: cosine >= ``cos_entail`` (0.70) gives ``entailment_weak``,
 cosine < ``cos_neutral`` (0.50) gives ``neutral``, in between the row stays ``unknown``.
 
@@ -101,13 +102,14 @@ word makes a pair neutral unless a contradiction cue fires, so implied facts in 
 words are called neutral. Its probabilities are fixed rows, not calibrated confidences.
 
 The hot path (tokenise + align + feature extraction: :func:`_tokenize`,
-:func:`_opcodes`, :func:`_align_features`) is Python except the alignment: with the
-compiled extension, :meth:`LexicalNLI.features` maps every key to an integer id once and
-aligns all pairs in one ``_core.lexical_opcodes`` call (OpenMP over pairs, identical
-opcodes; ``USE_CORE = False`` or a missing extension falls back to :func:`_opcodes`). It
-is written so the rest can move to C++ with the same meaning: tokens are words with integer flags, the alignment is
-Ratcliff/Obershelp with difflib's tie-breaks, the output a tuple of small integers and
-one float. About 35 us per distinct text and 45 us per pair on one core.
+:func:`_batch_opcodes`, :func:`_align_features`) is Python except the alignment:
+:meth:`LexicalNLI.features` maps every key to an integer id once and aligns all pairs in
+one :func:`rrag_kernels.ops.lexical_opcodes` call (C++, OpenMP over pairs; with
+``USE_CORE = False``, or without the compiled extension, the op's pure-Python reference,
+which gives identical opcodes). It is written so the rest can move to C++ with the same
+meaning: tokens are words with integer flags, the alignment is Ratcliff/Obershelp with
+difflib's tie-breaks, the output a tuple of small integers and one float. About 35 us per
+distinct text and 45 us per pair on one core.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from ...ops import check_int, check_real, lexical_opcodes
 from ._common import LABELS, check_pairs, empty_probs, logger
 
 __all__ = ["DEFAULT_TABLE", "Features", "LexicalNLI", "decide"]
@@ -515,100 +518,16 @@ def _comparable(b: _Num, a: _Num) -> bool:
     return a.kind == b.kind and (a.kind == 1 or not a.unit or not b.unit or a.unit == b.unit)
 
 
-def _matching_blocks(a: Sequence[str], b: Sequence[str], ia: int, ib: int, out: list[tuple[int, int, int]]) -> None:
-    """Ratcliff/Obershelp: the longest common run first, then recurse on both sides.
-
-    The same blocks as ``difflib.SequenceMatcher(None, a, b, autojunk=False)`` (ties go to
-    the earliest run in ``a``, then in ``b``), without its junk machinery. Appends
-    ``(i, j, size)`` with offsets ``ia``, ``ib`` to ``out``, unordered.
-    """
-    b2j: dict[str, list[int]] = {}
-    for j, x in enumerate(b):
-        lst = b2j.get(x)
-        if lst is None:
-            b2j[x] = [j]
-        else:
-            lst.append(j)
-    queue = [(0, len(a), 0, len(b))]
-    while queue:
-        alo, ahi, blo, bhi = queue.pop()
-        besti, bestj, bestsize = alo, blo, 0
-        j2len: dict[int, int] = {}
-        for i in range(alo, ahi):
-            new: dict[int, int] = {}
-            for j in b2j.get(a[i], ()):
-                if j < blo:
-                    continue
-                if j >= bhi:
-                    break
-                k = j2len.get(j - 1, 0) + 1
-                new[j] = k
-                if k > bestsize:
-                    besti, bestj, bestsize = i - k + 1, j - k + 1, k
-            j2len = new
-        if bestsize:
-            out.append((besti + ia, bestj + ib, bestsize))
-            if alo < besti and blo < bestj:
-                queue.append((alo, besti, blo, bestj))
-            if besti + bestsize < ahi and bestj + bestsize < bhi:
-                queue.append((besti + bestsize, ahi, bestj + bestsize, bhi))
-
-
-def _opcodes(ka: list[str], kb: list[str]) -> list[tuple[str, int, int, int, int]]:
-    """Aligned spans ``(tag, i1, i2, j1, j2)`` as in ``difflib.SequenceMatcher.get_opcodes``.
-
-    The common prefix and suffix are matched first (minimal edits mostly differ in the
-    middle); the rest is aligned by :func:`_matching_blocks` (Ratcliff/Obershelp longest
-    matching blocks, no junk heuristics).
-    """
-    n_a, n_b = len(ka), len(kb)
-    m = min(n_a, n_b)
-    p = 0
-    while p < m and ka[p] == kb[p]:
-        p += 1
-    s = 0
-    while s < m - p and ka[n_a - 1 - s] == kb[n_b - 1 - s]:
-        s += 1
-    blocks: list[tuple[int, int, int]] = []
-    if p:
-        blocks.append((0, 0, p))
-    if n_a - s > p and n_b - s > p:
-        _matching_blocks(ka[p : n_a - s], kb[p : n_b - s], p, p, blocks)
-    if s:
-        blocks.append((n_a - s, n_b - s, s))
-    blocks.sort()
-    ops: list[tuple[str, int, int, int, int]] = []
-    i = j = 0
-    for ai, bj, size in blocks + [(n_a, n_b, 0)]:
-        if i < ai and j < bj:
-            ops.append(("replace", i, ai, j, bj))
-        elif i < ai:
-            ops.append(("delete", i, ai, j, bj))
-        elif j < bj:
-            ops.append(("insert", i, ai, j, bj))
-        if size:
-            ops.append(("equal", ai, ai + size, bj, bj + size))
-        i, j = ai + size, bj + size
-    return ops
-
-
-#: Whether :meth:`LexicalNLI.features` aligns through the compiled kernel
-#: ``_core.lexical_opcodes`` when the extension is importable (tests switch it off to
-#: compare; the results are identical either way).
+#: Whether :meth:`LexicalNLI.features` aligns through the compiled kernel (``backend=None``
+#: of :func:`rrag_kernels.ops.lexical_opcodes`) or through its pure-Python reference
+#: (``backend="reference"``). Tests switch it off to compare; the results are identical.
 USE_CORE = True
-_TAGS = ("equal", "replace", "delete", "insert")  # = reference.lexical_align.TAGS
 
 
-def _batch_opcodes(pairs: list[tuple[Tokens, Tokens]], cache: dict[str, Tokens]) -> list[list[list[int]]] | None:
-    """``_opcodes`` of every pair's keys in one ``_core.lexical_opcodes`` call (GIL off,
-    OpenMP over pairs), as rows [tag, i1, i2, j1, j2] with integer tags (``_TAGS``);
-    None when the compiled module is off or missing."""
-    if not USE_CORE:
-        return None
-    try:
-        from .. import _core
-    except ImportError:
-        return None
+def _batch_opcodes(pairs: list[tuple[Tokens, Tokens]], cache: dict[str, Tokens]) -> list[list[list[int]]]:
+    """The alignment of every pair's keys in one :func:`rrag_kernels.ops.lexical_opcodes`
+    call (C++: GIL off, OpenMP over pairs), as rows [tag, i1, i2, j1, j2] with the integer
+    tags of ``ops.OPCODE_TAGS`` (0 equal, 1 replace, 2 delete, 3 insert)."""
     # Keys -> integer ids, once per distinct text (equal keys <=> equal ids).
     texts = list(cache.values())
     where = {id(t): k for k, t in enumerate(texts)}
@@ -627,7 +546,8 @@ def _batch_opcodes(pairs: list[tuple[Tokens, Tokens]], cache: dict[str, Tokens])
 
     tok_a, off_a = gather([where[id(ta)] for ta, _ in pairs])
     tok_b, off_b = gather([where[id(tb)] for _, tb in pairs])
-    op_offsets, ops = _core.lexical_opcodes(tok_a, off_a, tok_b, off_b, True)
+    op_offsets, ops = lexical_opcodes(tok_a, off_a, tok_b, off_b, trim_affixes=True,
+                                      backend=None if USE_CORE else "reference")
     rows = ops.tolist()
     bounds = op_offsets.tolist()
     return [rows[bounds[p]:bounds[p + 1]] for p in range(len(pairs))]
@@ -659,7 +579,7 @@ class Features(NamedTuple):
     entity_added: int  # hypothesis names absent from the premise
 
 
-def _align_features(tokens_a: Tokens, tokens_b: Tokens, ops: Sequence[Sequence[int]] | None = None) -> Features:
+def _align_features(tokens_a: Tokens, tokens_b: Tokens, ops: Sequence[Sequence[int]]) -> Features:
     """Align premise ``tokens_a`` with hypothesis ``tokens_b`` and read off the cues.
 
     Parameters
@@ -667,9 +587,9 @@ def _align_features(tokens_a: Tokens, tokens_b: Tokens, ops: Sequence[Sequence[i
     tokens_a, tokens_b : Tokens
         :func:`_tokenize` output of the premise and the hypothesis.
     ops : list of [tag, i1, i2, j1, j2] with integer tags (0 equal, 1 replace, 2 delete,
-        3 insert), optional
-        ``_opcodes(tokens_a.keys, tokens_b.keys)`` already computed by the batched C++
-        kernel ``_core.lexical_opcodes``; None: aligned here by :func:`_opcodes`.
+        3 insert)
+        The alignment of ``tokens_a.keys`` with ``tokens_b.keys``, from the batched
+        :func:`rrag_kernels.ops.lexical_opcodes` (see :func:`_batch_opcodes`).
 
     Returns
     -------
@@ -677,7 +597,7 @@ def _align_features(tokens_a: Tokens, tokens_b: Tokens, ops: Sequence[Sequence[i
 
     Notes
     -----
-    The keys are aligned by :func:`_opcodes`. Each ``replace`` span with at most
+    Each ``replace`` span with at most
     :data:`MAX_SWAP` tokens per side is a swap; names, superlatives/quantifiers, months and
     numbers are compared across swaps only, so a dropped clause plus an added one is not
     read as a contradiction. Negations count inside short edits (swaps and insertions or
@@ -738,10 +658,7 @@ def _align_features(tokens_a: Tokens, tokens_b: Tokens, ops: Sequence[Sequence[i
     neg_a = neg_b = 0
     swap_of_b = [0] * n_b  # 1 + index of the swap holding hypothesis token k, or 0
     swaps: list[tuple[int, int, int, int]] = []
-    if ops is None:
-        ops, equal, replace = _opcodes(ka, kb), "equal", "replace"
-    else:
-        equal, replace = 0, 1  # the kernel's integer tags
+    equal, replace = 0, 1  # the kernel's integer tags
     for tag, i1, i2, j1, j2 in ops:
         if tag == equal:
             continue
@@ -852,7 +769,7 @@ def decide(feat: Features, *, min_coverage: float = 0.5, max_new_content: int = 
 class LexicalNLI:
     """Model-free NLI for minimal-edit sentence pairs (alignment of word tokens).
 
-    See the module docstring of :mod:`rrag_kernels.nli.lexical` for the rules, the
+    See the module docstring of :mod:`rrag_kernels.models.nli.lexical` for the rules, the
     probability table and an honest list of what it catches and misses.
 
     Parameters
@@ -896,17 +813,13 @@ class LexicalNLI:
         if embedder is not None and not callable(getattr(embedder, "encode", None)):
             raise TypeError(f"embedder: expected an object with .encode(texts), got {type(embedder).__name__}")
         for name, v in (("min_coverage", min_coverage), ("cos_entail", cos_entail), ("cos_neutral", cos_neutral)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise TypeError(f"{name}: expected a float, got {type(v).__name__}")
-            if not -1.0 <= float(v) <= 1.0 or math.isnan(v):
+            v = check_real(v, name)
+            if not -1.0 <= v <= 1.0 or math.isnan(v):
                 raise ValueError(f"{name}: must be in [-1, 1] (a share or a cosine), got {v}")
         if not 0.0 <= min_coverage <= 1.0:
             raise ValueError(f"min_coverage: must be in [0, 1], got {min_coverage}")
-        for name, v in (("max_new_content", max_new_content), ("min_moved", min_moved)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise TypeError(f"{name}: expected an int, got {type(v).__name__}")
-            if v < 0:
-                raise ValueError(f"{name}: must be >= 0, got {v}")
+        max_new_content = check_int(max_new_content, "max_new_content")
+        min_moved = check_int(min_moved, "min_moved")
         rows = dict(DEFAULT_TABLE)
         if table is not None:
             if not isinstance(table, Mapping):
@@ -945,10 +858,9 @@ class LexicalNLI:
             if tb is None:
                 tb = cache[h] = _tokenize(h)
             pairs.append((ta, tb))
-        batched = _batch_opcodes(pairs, cache) if pairs else None
-        if batched is None:
-            return [_align_features(ta, tb) for ta, tb in pairs]
-        return [_align_features(ta, tb, ops) for (ta, tb), ops in zip(pairs, batched)]
+        if not pairs:
+            return []
+        return [_align_features(ta, tb, ops) for (ta, tb), ops in zip(pairs, _batch_opcodes(pairs, cache))]
 
     def outcomes(self, premises: list[str], hypotheses: list[str]) -> list[str]:
         """The outcome name of each pair (before any embedder rule)."""
