@@ -177,11 +177,18 @@ def core():
 
 @pytest.fixture
 def restore_threads_and_simd(core):
-    """Put the thread count and SIMD level back as they were, whatever the test does."""
+    """Put the thread count and SIMD level back as they were, whatever the test does.
+
+    Meanwhile every kernel uses all its threads on any input (``_set_min_work_scale(0)``):
+    the test inputs are small, and below the default work thresholds the kernels would stay
+    on the calling thread, so thread-count tests would never reach the pool.
+    """
     import rrag_kernels
 
     threads, level = rrag_kernels.get_num_threads(), core.simd_level()
+    core._set_min_work_scale(0.0)
     yield core
+    core._set_min_work_scale(1.0)
     rrag_kernels.set_num_threads(threads)
     core.set_simd_level(level)
 

@@ -11,7 +11,7 @@ import pytest
 import rrag_kernels as rk
 
 REQUIRED_KEYS = {
-    "version", "compiler", "simd_level", "simd_levels_available", "openmp_threads",
+    "version", "compiler", "simd_level", "simd_levels_available", "threads",
     "triton_available", "cuda_available", "native_build", "gemm",
 }
 SIMD_NAMES = {"scalar", "avx2", "avx512"}
@@ -38,8 +38,8 @@ def test_show_config_keys_and_types():
         assert isinstance(cfg[key], bool), f"{key} should be a bool, got {cfg[key]!r}"
     assert isinstance(cfg["compiler"], str)
     assert isinstance(cfg["gemm"], str)
-    assert isinstance(cfg["openmp_threads"], int) and cfg["openmp_threads"] >= 1
-    assert cfg["openmp_threads"] == rk.get_num_threads()
+    assert isinstance(cfg["threads"], int) and cfg["threads"] >= 1
+    assert cfg["threads"] == rk.get_num_threads()
     levels = list(cfg["simd_levels_available"])
     assert set(levels) <= SIMD_NAMES, f"unknown SIMD level names {levels}"
     assert cfg["simd_level"] in levels
@@ -71,7 +71,7 @@ def test_set_num_threads_is_honoured(restore_threads_and_simd):
     for n in (1, 2, 3, 1):
         rk.set_num_threads(n)
         assert rk.get_num_threads() == n
-        assert rk.show_config()["openmp_threads"] == n
+        assert rk.show_config()["threads"] == n
 
 
 def test_cli_info():

@@ -14,29 +14,46 @@ namespace rrag::bindings {
 
 namespace py = pybind11;
 
+// What a buffer of T must hold: numpy kind, item size and name.
 template <class T>
-const char* dtype_name();
+struct BufferType;
 template <>
-inline const char* dtype_name<float>() { return "float32"; }
+struct BufferType<float> { static constexpr char kind = 'f'; static constexpr const char* name = "float32"; };
 template <>
-inline const char* dtype_name<int64_t>() { return "int64"; }
+struct BufferType<double> { static constexpr char kind = 'f'; static constexpr const char* name = "float64"; };
 template <>
-inline const char* dtype_name<double>() { return "float64"; }
+struct BufferType<int64_t> { static constexpr char kind = 'i'; static constexpr const char* name = "int64"; };
 template <>
-inline const char* dtype_name<int8_t>() { return "int8"; }
+struct BufferType<int8_t> { static constexpr char kind = 'i'; static constexpr const char* name = "int8"; };
 template <>
-inline const char* dtype_name<bool>() { return "bool"; }
+struct BufferType<bool> { static constexpr char kind = 'b'; static constexpr const char* name = "bool"; };
+
+// The dtype is compared by kind, size and byte order, never by object identity: an array that
+// went through pickle (multiprocessing, joblib, Ray) carries an equal but distinct dtype object.
+template <class T>
+bool holds(const py::dtype& dt) {
+  const char order = dt.byteorder();
+  const bool native = order == '=' || order == '|' ||
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+                      order == '>';
+#else
+                      order == '<';
+#endif
+  return dt.kind() == BufferType<T>::kind && dt.itemsize() == static_cast<py::ssize_t>(sizeof(T)) && native;
+}
 
 template <class T>
 void check_buffer(const py::array& a, const char* arg, py::ssize_t ndim) {
-  if (!py::dtype::of<T>().is(a.dtype()))
-    throw py::type_error(std::string(arg) + ": expected dtype " + dtype_name<T>() + ", got " +
+  if (!holds<T>(a.dtype()))
+    throw py::type_error(std::string(arg) + ": expected dtype " + BufferType<T>::name + ", got " +
                          std::string(py::str(a.dtype())));
   if (a.ndim() != ndim)
     throw std::invalid_argument(std::string(arg) + ": expected a " + std::to_string(ndim) +
                                 "-d array, got " + std::to_string(a.ndim()) + "-d");
   if (!(a.flags() & py::array::c_style))
     throw std::invalid_argument(std::string(arg) + ": array must be C-contiguous (try np.ascontiguousarray)");
+  if (!(a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
+    throw std::invalid_argument(std::string(arg) + ": array must be aligned (try np.require(x, requirements='A'))");
 }
 
 // A row-major float32 matrix; returns its row count and checks its width against d (d < 0:

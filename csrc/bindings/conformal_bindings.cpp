@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bindings/buffers.hpp"
+#include "bindings/kernel_call.hpp"
 #include "kernels/conformal_quantile.hpp"
 #include "kernels/conformal_sweep.hpp"
 #include "kernels/r_scores.hpp"
@@ -31,10 +32,9 @@ py::array_t<double> r_scores_py(const py::array& scores, const py::array& labels
   const int64_t n = check_claims(scores, labels_ok, offsets, n_claims);
   py::array_t<double> out(n);
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     r_scores(data_of<double>(scores), data_of<bool>(labels_ok), n_claims, data_of<int64_t>(offsets), n, a, sentinel, o);
-  }
+  });
   return out;
 }
 
@@ -43,10 +43,9 @@ py::array_t<double> conformal_quantile_py(const py::array& r, const py::array& a
   const int64_t n_alphas = check_vec<double>(alphas, "alpha");
   py::array_t<double> out(n_alphas);
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     conformal_quantile(data_of<double>(r), n, data_of<double>(alphas), n_alphas, raise_if_too_few, o);
-  }
+  });
   return out;
 }
 
@@ -68,17 +67,20 @@ py::dict conformal_sweep_py(const py::array& scores, const py::array& labels_ok,
   } else {
     n_groups = 1;
   }
+  // The outputs grow with n_splits (q_hat by alphas x groups as well): checked before allocating.
+  check_budget(bytes_for({n_alphas, n_groups}, 8 * 4), "n_groups", "the per-group band tables");
+  const uint64_t per_split = bytes_for({n_alphas, n_groups}, 8) + bytes_for({n_alphas}, 4 * 8) + bytes_for({n_groups}, 8);
+  check_budget(bytes_for({n_splits}, per_split), "n_splits", "the per-split outputs");
   py::array_t<double> q_hat({n_splits, n_alphas, n_groups});
   py::array_t<double> fs({n_splits, n_alphas}), ret({n_splits, n_alphas}), ne({n_splits, n_alphas}),
       fsne({n_splits, n_alphas});
   py::array_t<int64_t> ncal({n_splits, n_groups});
   SweepOutput o{q_hat.mutable_data(), fs.mutable_data(), ret.mutable_data(),
                 ne.mutable_data(),    fsne.mutable_data(), ncal.mutable_data()};
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     conformal_sweep(data_of<double>(scores), data_of<bool>(labels_ok), n_claims, data_of<int64_t>(offsets), n,
                     data_of<double>(alphas), n_alphas, n_splits, calib_fraction, seed, a, sentinel, g, n_groups, o);
-  }
+  });
   py::dict d;
   d["q_hat"] = q_hat;
   d["fully_supported"] = fs;

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/buffers.hpp"
+#include "bindings/kernel_call.hpp"
+#include "kernels/runtime.hpp"
 #include "kernels/claim_relevance.hpp"
 #include "kernels/cosine_matrix.hpp"
 #include "kernels/segmented_cosine.hpp"
@@ -16,12 +18,12 @@ namespace {
 py::array_t<float> cosine_matrix_py(const py::array& a, const py::array& b, bool check_finite) {
   int64_t d = -1;
   const int64_t n = check_matrix(a, "a", d), m = check_matrix(b, "b", d);
+  check_budget(bytes_for({n, m}, sizeof(float)), "b", "the (len(a), len(b)) float32 output");
   py::array_t<float> out({n, m});
   float* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     cosine_matrix(data_of<float>(a), n, data_of<float>(b), m, d, o, check_finite);
-  }
+  });
   return out;
 }
 
@@ -32,11 +34,10 @@ py::array_t<float> segmented_cosine_py(const py::array& queries, const py::array
   check_vector<int64_t>(doc_offsets, "doc_offsets", n_q + 1);
   py::array_t<float> out(n_d);
   float* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     segmented_cosine(data_of<float>(queries), n_q, data_of<float>(docs), n_d, d,
                      data_of<int64_t>(doc_offsets), o, check_finite);
-  }
+  });
   return out;
 }
 
@@ -59,12 +60,11 @@ py::array_t<float> claim_relevance_py(const py::array& query_emb, const py::arra
   }
   py::array_t<float> out(n_c);
   float* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     claim_relevance(data_of<float>(query_emb), n_q, data_of<float>(doc_emb), n_d,
                     data_of<int64_t>(doc_offsets), data_of<float>(claim_emb), n_c,
                     data_of<int64_t>(claim_offsets), d, sim, clip, o, check_finite);
-  }
+  });
   return out;
 }
 
@@ -74,14 +74,14 @@ py::tuple topk_cosine_py(const py::array& queries, const py::array& corpus, int6
   if (k < 1 || k > n_c)
     throw std::invalid_argument("k: must satisfy 1 <= k <= len(corpus) = " + std::to_string(n_c) +
                                 ", got " + std::to_string(k));
+  check_budget(bytes_for({n_q, k}, sizeof(float) + sizeof(int64_t)), "k", "the (len(queries), k) outputs");
   py::array_t<float> scores({n_q, k});
   py::array_t<int64_t> indices({n_q, k});
   float* s = scores.mutable_data();
   int64_t* idx = indices.mutable_data();
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     topk_cosine(data_of<float>(queries), n_q, data_of<float>(corpus), n_c, d, k, s, idx, check_finite);
-  }
+  });
   return py::make_tuple(scores, indices);
 }
 

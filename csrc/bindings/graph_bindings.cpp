@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bindings/buffers.hpp"
+#include "bindings/kernel_call.hpp"
 #include "kernels/gate_stats.hpp"
 #include "kernels/greedy_prune.hpp"
 #include "kernels/nli_graph.hpp"
@@ -60,10 +61,9 @@ py::tuple claim_token_ids_py(const py::list& texts) {
     keep_alive.push_back(std::move(item));
   }
   std::vector<int64_t> ids, offsets;
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     claim_token_ids(views, ids, offsets);
-  }
+  });
   return py::make_tuple(owned(std::move(ids)), owned(std::move(offsets)));
 }
 
@@ -73,11 +73,10 @@ py::tuple select_pairs_py(const py::array& token_ids, const py::array& token_off
   const int64_t n_claims = check_vec<int64_t>(source_ids, "source_ids");
   check_vec<int64_t>(token_offsets, "token_offsets", n_claims + 1);
   PairList pairs;
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     pairs = select_pairs(data_of<int64_t>(token_ids), n_tokens, data_of<int64_t>(token_offsets), n_claims,
                          data_of<int64_t>(source_ids), tau, max_pairs);
-  }
+  });
   return py::make_tuple(owned(std::move(pairs.i)), owned(std::move(pairs.j)), owned(std::move(pairs.overlap)));
 }
 
@@ -88,11 +87,10 @@ py::tuple nli_graph_py(const py::array& i, const py::array& j, const py::array& 
   check_probs(probs_fwd, "probs_fwd", n_pairs);
   check_probs(probs_bwd, "probs_bwd", n_pairs);
   NliGraph g;
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     g = nli_graph(data_of<int64_t>(i), data_of<int64_t>(j), n_pairs, data_of<double>(probs_fwd),
                   data_of<double>(probs_bwd), n_claims, entail_col, contr_col, mean);
-  }
+  });
   return py::make_tuple(owned(std::move(g.w_supp)), owned(std::move(g.w_contr)), owned(std::move(g.kind)),
                         owned(std::move(g.support_count)), owned(std::move(g.contradiction_count)),
                         owned(std::move(g.indptr)), owned(std::move(g.neighbors)), owned(std::move(g.edge_ids)));
@@ -114,11 +112,10 @@ py::tuple greedy_prune_py(const py::array& node_scores, const py::array& edge_i,
     pen = data_of<double>(pen_arr);
   }
   PruneResult r;
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     r = greedy_prune(data_of<double>(node_scores), n, data_of<int64_t>(edge_i), data_of<int64_t>(edge_j),
                      data_of<double>(edge_weight), n_edges, pen);
-  }
+  });
   return py::make_tuple(owned(std::move(r.keep), py::dtype::of<bool>()), owned(std::move(r.removal_order)), r.F);
 }
 
@@ -130,12 +127,11 @@ py::dict gate_stats_py(const py::array& keep, const py::array& edge_i, const py:
   check_vec<int8_t>(kind, "kind", n_edges);
   check_vec<int64_t>(domain_ids, "domain_ids", n);
   GateStats g;
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     g = gate_stats(static_cast<const uint8_t*>(keep.data()), n, data_of<int64_t>(edge_i), data_of<int64_t>(edge_j),
                    static_cast<const int8_t*>(kind.data()), n_edges, data_of<int64_t>(domain_ids), eps,
                    count_unknown);
-  }
+  });
   py::dict out;
   out["n_kept"] = g.n_kept;
   out["n_support"] = g.n_support;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings/buffers.hpp"
+#include "bindings/kernel_call.hpp"
 #include "kernels/lexical_align.hpp"
 
 namespace rrag::bindings {
@@ -36,12 +37,11 @@ py::tuple lexical_opcodes_py(const py::array& tokens_a, const py::array& offsets
   const int64_t n_pairs = offsets_a.shape(0) - 1;
   check_vector<int64_t>(offsets_b, "offsets_b", n_pairs + 1);
   LexicalOpcodes r;
-  {
-    py::gil_scoped_release release;
+  run_without_gil([&] {
     r = lexical_opcodes(data_of<int64_t>(tokens_a), tokens_a.shape(0), data_of<int64_t>(offsets_a),
                         data_of<int64_t>(tokens_b), tokens_b.shape(0), data_of<int64_t>(offsets_b), n_pairs,
                         trim_affixes);
-  }
+  });
   const auto k = static_cast<py::ssize_t>(r.ops.size() / 5);
   return py::make_tuple(owned_shaped(std::move(r.op_offsets), {n_pairs + 1}), owned_shaped(std::move(r.ops), {k, 5}));
 }

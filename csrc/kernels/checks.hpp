@@ -30,15 +30,7 @@ inline void check_offsets(const int64_t* offsets, int64_t n_segments, int64_t n_
 // check_offsets for the streaming kernels, where a sequential pass would cost as much as a
 // tenth of the kernel: a branch-free parallel count of decreasing steps, then the sequential
 // pass only to name the first problem.
-inline void check_offsets_parallel(const int64_t* offsets, int64_t n_segments, int64_t n_rows, const char* arg,
-                                   int threads) {
-  if (n_segments < 0) fail(arg, "negative segment count");
-  int64_t decreasing = 0;
-#pragma omp parallel for schedule(static) reduction(+ : decreasing) num_threads(threads)
-  for (int64_t s = 0; s < n_segments; ++s) decreasing += offsets[s + 1] < offsets[s] ? 1 : 0;
-  if (decreasing != 0 || offsets[0] != 0 || offsets[n_segments] != n_rows)
-    check_offsets(offsets, n_segments, n_rows, arg);
-}
+void check_offsets_parallel(const int64_t* offsets, int64_t n_segments, int64_t n_rows, const char* arg);
 
 inline void check_dim(int64_t d, const char* arg) {
   if (d < 1) fail(arg, "the embedding dimension must be >= 1, got " + std::to_string(d));

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/row_norms.hpp"
 #include "kernels/runtime.hpp"
 
@@ -82,55 +84,67 @@ void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc
   BadRowTracker bad_docs, bad_claims;
   std::vector<float> shared_w(shared_doc_blocks.empty() ? 0 : n_docs);
   const auto& prims = primitives();
-#pragma omp parallel num_threads(get_num_threads())
-  {
-    std::vector<float> scratch(kDocBlock), w_block(kDocBlock);
-    std::vector<float> dots(kClaimBlock * kDocBlock), claim_inv(kClaimBlock), best(kClaimBlock);
+  struct Scratch {
+    float scratch[kDocBlock], w_block[kDocBlock];
+    float dots[kClaimBlock * kDocBlock], claim_inv[kClaimBlock], best[kClaimBlock];
+  };
+  // A task reads its claims and docs once: parallel once there are ~256k floats to stream.
+  const int64_t n_floats = (n_docs + n_claims) * d;
+  const int workers = workers_for(n_floats, int64_t(1) << 18, static_cast<int64_t>(tasks.size()));
+  std::vector<std::unique_ptr<Scratch>> scratch(static_cast<size_t>(workers));
+  auto scratch_of = [&](int worker) -> Scratch& {
+    auto& s = scratch[static_cast<size_t>(worker)];
+    if (!s) s.reset(new Scratch);
+    return *s;
+  };
 
-    // Stage 1: doc weights of the queries whose claims span several tasks.
-#pragma omp for schedule(dynamic, 4)
-    for (size_t b = 0; b < shared_doc_blocks.size(); ++b) {
-      const DocBlock& blk = shared_doc_blocks[b];
-      weights(blk.query, blk.lo, blk.hi, shared_w.data() + blk.lo, scratch.data(), bad_docs);
+  // Stage 1: doc weights of the queries whose claims span several tasks.
+  parallel_for(static_cast<int64_t>(shared_doc_blocks.size()), 4, workers, [&](int64_t b0, int64_t b1, int worker) {
+    Scratch& s = scratch_of(worker);
+    for (int64_t b = b0; b < b1; ++b) {
+      const DocBlock& blk = shared_doc_blocks[static_cast<size_t>(b)];
+      weights(blk.query, blk.lo, blk.hi, shared_w.data() + blk.lo, s.scratch, bad_docs);
     }
+  });
 
-    // Stage 2: one block of claims against all docs of its query.
-#pragma omp for schedule(dynamic, 8)
-    for (size_t t = 0; t < tasks.size(); ++t) {
-      const Task& task = tasks[t];
+  // Stage 2: one block of claims against all docs of its query.
+  parallel_for(static_cast<int64_t>(tasks.size()), 8, workers, [&](int64_t t0, int64_t t1, int worker) {
+    Scratch& s = scratch_of(worker);
+    for (int64_t t = t0; t < t1; ++t) {
+      const Task& task = tasks[static_cast<size_t>(t)];
       const int64_t q = task.query, n_c = task.claim_hi - task.claim_lo;
       const int64_t dlo = doc_offsets[q], dhi = doc_offsets[q + 1];
       const float* claims = claim_emb + task.claim_lo * d;
-      prims.row_sqnorms(claims, n_c, d, claim_inv.data());
+      prims.row_sqnorms(claims, n_c, d, s.claim_inv);
       for (int64_t i = 0; i < n_c; ++i) {
-        if (check_finite && !finite_sqnorm(claim_inv[i])) bad_claims.report(task.claim_lo + i);
-        claim_inv[i] = inverse_norm(claim_inv[i]);
-        best[i] = -std::numeric_limits<float>::infinity();
+        if (check_finite && !finite_sqnorm(s.claim_inv[i])) bad_claims.report(task.claim_lo + i);
+        s.claim_inv[i] = inverse_norm(s.claim_inv[i]);
+        s.best[i] = -std::numeric_limits<float>::infinity();
       }
       for (int64_t lo = dlo; lo < dhi; lo += kDocBlock) {
         const int64_t hi = std::min(dhi, lo + kDocBlock), n_r = hi - lo;
         const float* w = shared_w.data() + lo;
         if (!task.shared_weights) {
-          weights(q, lo, hi, w_block.data(), scratch.data(), bad_docs);
-          w = w_block.data();
+          weights(q, lo, hi, s.w_block, s.scratch, bad_docs);
+          w = s.w_block;
         }
         if (n_c == 0) continue;
-        prims.dot_tile(claims, n_c, doc_emb + lo * d, n_r, d, dots.data(), n_r);
+        prims.dot_tile(claims, n_c, doc_emb + lo * d, n_r, d, s.dots, n_r);
         for (int64_t i = 0; i < n_c; ++i) {
-          const float* row = dots.data() + i * n_r;
-          float m = best[i];
+          const float* row = s.dots + i * n_r;
+          float m = s.best[i];
           for (int64_t r = 0; r < n_r; ++r) m = std::max(m, w[r] * row[r]);
-          best[i] = m;
+          s.best[i] = m;
         }
       }
       for (int64_t i = 0; i < n_c; ++i) {
         // inv|c| >= 0 commutes with the max, so it is applied once per claim.
-        float r = dhi > dlo ? best[i] * claim_inv[i] : 0.0f;
+        float r = dhi > dlo ? s.best[i] * s.claim_inv[i] : 0.0f;
         if (clip) r = std::max(r, 0.0f);
         out[task.claim_lo + i] = r;
       }
     }
-  }
+  });
   bad_docs.throw_if_bad("doc_emb");
   bad_claims.throw_if_bad("claim_emb");
 }

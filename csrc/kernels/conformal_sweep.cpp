@@ -1,7 +1,5 @@
 #include "kernels/conformal_sweep.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/conformal_quantile.hpp"
 #include "kernels/r_scores.hpp"
 #include "kernels/runtime.hpp"
@@ -262,14 +261,16 @@ class QuantileBands {
     // and, per thread, the positions between the coarse ends (order irrelevant: sorted below).
     for (int64_t ai = 0; ai < A; ++ai) below_[ai].assign(static_cast<size_t>(n_words(n)), 0);
     const std::vector<int32_t>& group_at = layout.group_at;
-    const int threads = get_num_threads();
-    std::vector<std::vector<std::vector<int64_t>>> found(static_cast<size_t>(threads));
-#pragma omp parallel num_threads(threads)
-    {
-      auto& mine = found[static_cast<size_t>(omp_get_thread_num())];
-      mine.assign(static_cast<size_t>(A * G), {});
-#pragma omp for schedule(static)
-      for (int64_t w = 0; w < n_words(n); ++w) {
+    // Per-worker lists of the in-band positions, merged and sorted by (r, position) below, so
+    // the split of the words between workers does not matter.
+    constexpr int64_t kWordBlock = 256;
+    const int64_t words = n_words(n);
+    const int workers = workers_for(n * A, int64_t(1) << 16, (words + kWordBlock - 1) / kWordBlock);
+    std::vector<std::vector<std::vector<int64_t>>> found(static_cast<size_t>(workers));
+    parallel_for(words, kWordBlock, workers, [&](int64_t w0, int64_t w1, int worker) {
+      auto& mine = found[static_cast<size_t>(worker)];
+      if (mine.empty()) mine.assign(static_cast<size_t>(A * G), {});
+      for (int64_t w = w0; w < w1; ++w) {
         const int64_t t0 = w * 64, t_end = std::min<int64_t>(64, n - t0);
         for (int64_t ai = 0; ai < A; ++ai) {
           const double* lo = coarse_lo.data() + ai * G;
@@ -284,7 +285,7 @@ class QuantileBands {
           below_[ai][w] = word;
         }
       }
-    }
+    });
     // Exact ends inside the coarse band; its members below the exact low end join the bitmap.
     std::vector<std::pair<double, int64_t>> members;
     for (int64_t ai = 0; ai < A; ++ai)
@@ -292,7 +293,8 @@ class QuantileBands {
         const int64_t k = ai * G + g;
         members.clear();
         for (auto& mine : found)
-          for (int64_t t : mine[k]) members.push_back({r_at[t], t});
+          if (!mine.empty())
+            for (int64_t t : mine[k]) members.push_back({r_at[t], t});
         std::sort(members.begin(), members.end());  // by (r, position)
         const int64_t n_below = popcount_range(below_[ai].data(), nullptr, layout.gstart[g], layout.gstart[g + 1]);
         const int64_t nm = static_cast<int64_t>(members.size());
@@ -352,7 +354,7 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
                      int64_t n, const double* alphas, int64_t n_alphas, int64_t n_splits, double calib_fraction,
                      uint64_t seed, double a, double sentinel, const int64_t* groups, int64_t n_groups,
                      const SweepOutput& out) {
-  check_offsets_parallel(offsets, n, n_claims, "offsets", get_num_threads());
+  check_offsets_parallel(offsets, n, n_claims, "offsets");
   check_level_a(a);
   for (int64_t j = 0; j < n_alphas; ++j) check_alpha(alphas[j], "alphas");
   if (n_splits < 0) fail("n_splits", "must be >= 0, got " + std::to_string(n_splits));
@@ -372,7 +374,10 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
   const int64_t A = n_alphas, G = n_groups, W = n_words(n);
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const int threads = get_num_threads();
+  // Every split makes a few passes over n keys: parallel over splits from ~64k keys on.
+  const int split_workers = workers_for(static_cast<int64_t>(std::min<uint64_t>(bytes_for({n_splits, n}, 1),
+                                                                                uint64_t(1) << 62)),
+                                        int64_t(1) << 16, n_splits);
 
   // ---- per-position data used by every split (position t holds response layout.response(t))
   const GroupLayout layout(groups, n, G);
@@ -385,10 +390,11 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
   {
     const auto& prims = primitives();
     constexpr int64_t kChunk = 4096;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i0 = 0; i0 < n; i0 += kChunk)
-      prims.unsupported_max(scores, labels_ok, offsets + i0, std::min(kChunk, n - i0), -inf, umax.data() + i0,
-                            has_bad.get() + i0);
+    parallel_for(n, kChunk, workers_for(n_claims + n, int64_t(1) << 16, (n + kChunk - 1) / kChunk),
+                 [&](int64_t i0, int64_t i1, int) {
+                   prims.unsupported_max(scores, labels_ok, offsets + i0, i1 - i0, -inf, umax.data() + i0,
+                                         has_bad.get() + i0);
+                 });
   }
   // Distinct claim counts, ascending, and each response's index into them (exact retention).
   std::vector<int64_t> pvals;
@@ -421,15 +427,22 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
   std::vector<uint64_t> T(static_cast<size_t>(n_splits));
   const CalibrationSelector selector(layout, n, m, g_window_sigmas.load());
   const QuantileBands bands(r_at, layout, alphas, A, G, calib_fraction, g_band_sigmas.load());
-#pragma omp parallel num_threads(threads)
-  {
+  struct PhaseAScratch {
     std::vector<KeyAndPosition> window;
     std::vector<int64_t> scratch;
     std::vector<double> members;
-    std::vector<uint64_t> own_bits(static_cast<size_t>(W)), window_bits;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t s = 0; s < n_splits; ++s) {
-      uint64_t* bits = own_bits.data();
+    std::vector<uint64_t> own_bits, window_bits;
+  };
+  std::vector<PhaseAScratch> phase_a(static_cast<size_t>(split_workers));
+  parallel_for(n_splits, 1, split_workers, [&](int64_t s, int64_t, int worker) {
+    {
+      PhaseAScratch& ps = phase_a[static_cast<size_t>(worker)];
+      std::vector<KeyAndPosition>& window = ps.window;
+      std::vector<int64_t>& scratch = ps.scratch;
+      std::vector<double>& members = ps.members;
+      std::vector<uint64_t>& window_bits = ps.window_bits;
+      if (ps.own_bits.empty()) ps.own_bits.resize(static_cast<size_t>(W));
+      uint64_t* bits = ps.own_bits.data();
       T[s] = selector.select(split_base(seed, s), bits, window, window_bits, scratch);
       for (int64_t g = 0; g < G; ++g) {
         const int64_t b = layout.gstart[g], e = layout.gstart[g + 1];
@@ -455,7 +468,8 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
         }
       }
     }
-  }
+  });
+  std::vector<PhaseAScratch>().swap(phase_a);
 
   // ---- the band of thresholds per (alpha, group), and each position's class
   std::vector<double> q_lo(static_cast<size_t>(A * G), inf), q_hi(static_cast<size_t>(A * G), -inf);
@@ -480,48 +494,49 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
   constexpr int64_t kFastAlphas = 8;
   std::vector<uint32_t> codes(static_cast<size_t>(n * A));
   std::vector<uint64_t> hashes(static_cast<size_t>(n));
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t j = layout.response(t), g = group_at[t];
-    const int64_t p = offsets[j + 1] - offsets[j];
-    const double* x = scores + offsets[j];
-    // A kept count that would not fit a code, or the testing hook: every alpha exact.
-    const bool always_exact = !use_classes || p >= (int64_t(1) << 29);
-    uint64_t h = splitmix64_mix(uint64_t(pidx[j]) + kSplitGamma);
-    // Claims outer, alphas inner: each score is loaded once; up to kFastAlphas counters live
-    // on the stack.
-    int64_t kept[kFastAlphas];
-    bool in_band[kFastAlphas];
-    const double* lo = band_lo.data() + g * A;
-    const double* hi = band_hi.data() + g * A;
-    for (int64_t a0 = 0; a0 < A; a0 += kFastAlphas) {
-      const int64_t na = std::min<int64_t>(kFastAlphas, A - a0);
-      for (int64_t i = 0; i < na; ++i) {
-        kept[i] = 0;
-        in_band[i] = always_exact;
-      }
-      for (int64_t c = 0; c < p; ++c) {
-        const double xc = x[c];
+  parallel_for(n, 4096, workers_for(n_claims * A + n, int64_t(1) << 16, (n + 4095) / 4096), [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t j = layout.response(t), g = group_at[t];
+      const int64_t p = offsets[j + 1] - offsets[j];
+      const double* x = scores + offsets[j];
+      // A kept count that would not fit a code, or the testing hook: every alpha exact.
+      const bool always_exact = !use_classes || p >= (int64_t(1) << 29);
+      uint64_t h = splitmix64_mix(uint64_t(pidx[j]) + kSplitGamma);
+      // Claims outer, alphas inner: each score is loaded once; up to kFastAlphas counters live
+      // on the stack.
+      int64_t kept[kFastAlphas];
+      bool in_band[kFastAlphas];
+      const double* lo = band_lo.data() + g * A;
+      const double* hi = band_hi.data() + g * A;
+      for (int64_t a0 = 0; a0 < A; a0 += kFastAlphas) {
+        const int64_t na = std::min<int64_t>(kFastAlphas, A - a0);
         for (int64_t i = 0; i < na; ++i) {
-          kept[i] += xc >= hi[a0 + i] ? 1 : 0;
-          in_band[i] |= (xc >= lo[a0 + i]) & (xc < hi[a0 + i]);
+          kept[i] = 0;
+          in_band[i] = always_exact;
+        }
+        for (int64_t c = 0; c < p; ++c) {
+          const double xc = x[c];
+          for (int64_t i = 0; i < na; ++i) {
+            kept[i] += xc >= hi[a0 + i] ? 1 : 0;
+            in_band[i] |= (xc >= lo[a0 + i]) & (xc < hi[a0 + i]);
+          }
+        }
+        for (int64_t i = 0; i < na; ++i) {
+          const int64_t ai = a0 + i;
+          bool fs = true;
+          if (has_bad[j]) {
+            fs = !(umax[j] >= hi[ai]);
+            in_band[i] |= (umax[j] >= lo[ai]) & (umax[j] < hi[ai]);
+          }
+          const uint32_t code = always_exact ? (kUnstableAlpha | kExactAll | contribution_code(0, true))
+                                             : contribution_code(kept[i], fs) | (in_band[i] ? kUnstableAlpha : 0u);
+          codes[t * A + ai] = code;
+          h = splitmix64_mix(h ^ (uint64_t(code) + kSplitGamma));
         }
       }
-      for (int64_t i = 0; i < na; ++i) {
-        const int64_t ai = a0 + i;
-        bool fs = true;
-        if (has_bad[j]) {
-          fs = !(umax[j] >= hi[ai]);
-          in_band[i] |= (umax[j] >= lo[ai]) & (umax[j] < hi[ai]);
-        }
-        const uint32_t code = always_exact ? (kUnstableAlpha | kExactAll | contribution_code(0, true))
-                                           : contribution_code(kept[i], fs) | (in_band[i] ? kUnstableAlpha : 0u);
-        codes[t * A + ai] = code;
-        h = splitmix64_mix(h ^ (uint64_t(code) + kSplitGamma));
-      }
+      hashes[t] = h;
     }
-    hashes[t] = h;
-  }
+  });
   // Classes of positions with equal (claim-count index, codes): an open-addressing table keyed
   // by the tuple's hash, class ids in order of first appearance.
   std::vector<int32_t> cls(static_cast<size_t>(n));
@@ -615,14 +630,27 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
   std::vector<int64_t>().swap(slot_position);
 
   // ---- phase B: metrics of every split
-#pragma omp parallel num_threads(threads)
-  {
-    std::vector<uint64_t> bits(static_cast<size_t>(W));
-    std::vector<int64_t> K(static_cast<size_t>(n_p * A)), n_of_p(static_cast<size_t>(n_p)), test_of(static_cast<size_t>(n_classes));
-    std::vector<int64_t> c_fs(static_cast<size_t>(A)), c_ne(static_cast<size_t>(A)), c_fsne(static_cast<size_t>(A));
-    const auto& prims = primitives();
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t s = 0; s < n_splits; ++s) {
+  struct PhaseBScratch {
+    std::vector<uint64_t> bits;
+    std::vector<int64_t> K, n_of_p, test_of, c_fs, c_ne, c_fsne;
+  };
+  std::vector<PhaseBScratch> phase_b(static_cast<size_t>(split_workers));
+  const auto& prims = primitives();
+  parallel_for(n_splits, 1, split_workers, [&](int64_t s, int64_t, int worker) {
+    PhaseBScratch& ps = phase_b[static_cast<size_t>(worker)];
+    if (ps.bits.empty()) {
+      ps.bits.resize(static_cast<size_t>(W));
+      ps.K.resize(static_cast<size_t>(n_p * A));
+      ps.n_of_p.resize(static_cast<size_t>(n_p));
+      ps.test_of.resize(static_cast<size_t>(n_classes));
+      ps.c_fs.resize(static_cast<size_t>(A));
+      ps.c_ne.resize(static_cast<size_t>(A));
+      ps.c_fsne.resize(static_cast<size_t>(A));
+    }
+    std::vector<uint64_t>& bits = ps.bits;
+    std::vector<int64_t>&K = ps.K, &n_of_p = ps.n_of_p, &test_of = ps.test_of;
+    std::vector<int64_t>&c_fs = ps.c_fs, &c_ne = ps.c_ne, &c_fsne = ps.c_fsne;
+    {
       // calibration bits in class order: key <= T
       prims.split_key_bits(split_base(seed, s), by_class.data(), n, T[s] + 1, 0, bits.data(), nullptr);
       std::fill(K.begin(), K.end(), 0);
@@ -688,7 +716,7 @@ void conformal_sweep(const double* scores, const bool* labels_ok, int64_t n_clai
         out.supported_given_non_empty[o] = c_ne[ai] > 0 ? double(c_fsne[ai]) / double(c_ne[ai]) : nan;
       }
     }
-  }
+  });
 
 }
 

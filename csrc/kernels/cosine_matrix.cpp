@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/row_norms.hpp"
 #include "kernels/runtime.hpp"
 
@@ -26,22 +27,29 @@ void cosine_matrix(const float* a, int64_t n, const float* b, int64_t m, int64_t
   // instead (b blocks are then re-packed per tile).
   const bool split_b = tiles_b >= get_num_threads() || tiles_b >= tiles_a;
   const int64_t outer = split_b ? tiles_b : tiles_a, inner = split_b ? tiles_a : tiles_b;
-#pragma omp parallel num_threads(get_num_threads())
-  {
-    std::vector<float> a_packed(size_t(rows_a * d)), b_packed(size_t(rows_b * d));
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t in = 0; in < inner; ++in) {
-        const int64_t ta = split_b ? in : o, tb = split_b ? o : in;
-        const int64_t i0 = ta * rows_a, j0 = tb * rows_b;
-        const int64_t na = std::min(rows_a, n - i0), nb = std::min(rows_b, m - j0);
-        if (in == 0 || !split_b) prims.pack_panels(b + j0 * d, nb, d, prims.gemm_nr, b_packed.data());
-        if (in == 0 || split_b) prims.pack_panels(a + i0 * d, na, d, prims.gemm_mr, a_packed.data());
-        prims.gemm_packed(a_packed.data(), na, b_packed.data(), nb, d, out + i0 * m + j0, m,
-                          inv_a.data() + i0, inv_b.data() + j0);
-      }
+  struct Packed {
+    std::vector<float> a, b;
+  };
+  // Parallel from ~2M multiply-adds (about a millisecond on one core) on.
+  const uint64_t fmas = std::min<uint64_t>(bytes_for({n, m, d}, 1), uint64_t(1) << 62);
+  const int workers = workers_for(static_cast<int64_t>(fmas), int64_t(1) << 21, outer);
+  std::vector<Packed> packed(static_cast<size_t>(workers));
+  parallel_for(outer, 1, workers, [&](int64_t o, int64_t, int worker) {
+    Packed& p = packed[static_cast<size_t>(worker)];
+    if (p.a.empty()) {
+      p.a.resize(size_t(rows_a * d));
+      p.b.resize(size_t(rows_b * d));
     }
-  }
+    for (int64_t in = 0; in < inner; ++in) {
+      const int64_t ta = split_b ? in : o, tb = split_b ? o : in;
+      const int64_t i0 = ta * rows_a, j0 = tb * rows_b;
+      const int64_t na = std::min(rows_a, n - i0), nb = std::min(rows_b, m - j0);
+      if (in == 0 || !split_b) prims.pack_panels(b + j0 * d, nb, d, prims.gemm_nr, p.b.data());
+      if (in == 0 || split_b) prims.pack_panels(a + i0 * d, na, d, prims.gemm_mr, p.a.data());
+      prims.gemm_packed(p.a.data(), na, p.b.data(), nb, d, out + i0 * m + j0, m, inv_a.data() + i0,
+                        inv_b.data() + j0);
+    }
+  });
 }
 
 }  // namespace rrag

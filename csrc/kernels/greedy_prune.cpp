@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 
 namespace rrag {
 namespace {
@@ -125,6 +126,7 @@ void run_greedy(const double* node_scores, int64_t n, const int64_t* edge_i, con
   r.keep.assign(n, 1);
   GainHeap<G> heap(gain, n);
   while (!heap.empty()) {
+    check_interrupt();
     const int64_t c = heap.top();
     if (gain[c] <= 0) break;
     heap.pop();

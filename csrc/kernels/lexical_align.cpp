@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/runtime.hpp"
 
 namespace rrag {
@@ -121,26 +122,21 @@ LexicalOpcodes lexical_opcodes(const int64_t* tokens_a, int64_t n_tokens_a, cons
       fail("offsets_b", "sequence " + std::to_string(p) + " is longer than 2^30 tokens");
   }
   std::vector<std::vector<int32_t>> per_pair(static_cast<size_t>(n_pairs));
-  const int nt = get_num_threads();
   // A few thousand short pairs take ~2 ms on one core: below ~64k tokens a parallel region
   // costs more than it saves (and a preempted worker stalls the whole call).
-  const bool parallel = nt > 1 && n_pairs > 16 && n_tokens_a + n_tokens_b > (int64_t(1) << 16);
-  std::exception_ptr error;
-#pragma omp parallel num_threads(nt) if (parallel)
-  {
-    Scratch s;
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t p = 0; p < n_pairs; ++p) {
-      try {
-        pair_opcodes(tokens_a + offsets_a[p], int32_t(offsets_a[p + 1] - offsets_a[p]), tokens_b + offsets_b[p],
-                     int32_t(offsets_b[p + 1] - offsets_b[p]), trim_affixes, s, per_pair[size_t(p)]);
-      } catch (...) {  // bad_alloc: rethrown after the loop
-#pragma omp critical(rrag_lexical_error)
-        if (!error) error = std::current_exception();
-      }
+  const bool parallel = n_pairs > 16 && n_tokens_a + n_tokens_b > (int64_t(1) << 16);
+  // Exceptions (bad_alloc) in a block reach the caller through parallel_for.
+  constexpr int64_t kBlock = 16;
+  const int workers = parallel ? workers_for(n_pairs, kBlock) : 1;
+  std::vector<Scratch> scratch(static_cast<size_t>(workers));
+  parallel_for(n_pairs, kBlock, workers, [&](int64_t lo, int64_t hi, int worker) {
+    Scratch& s = scratch[static_cast<size_t>(worker)];
+    for (int64_t p = lo; p < hi; ++p) {
+      check_interrupt();
+      pair_opcodes(tokens_a + offsets_a[p], int32_t(offsets_a[p + 1] - offsets_a[p]), tokens_b + offsets_b[p],
+                   int32_t(offsets_b[p + 1] - offsets_b[p]), trim_affixes, s, per_pair[size_t(p)]);
     }
-  }
-  if (error) std::rethrow_exception(error);
+  });
   LexicalOpcodes r;
   r.op_offsets.resize(size_t(n_pairs) + 1);
   size_t total = 0;

@@ -5,19 +5,14 @@
 #include <string>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/runtime.hpp"
 
 namespace rrag {
 namespace {
 
-// Lowest bad index over all threads (thread-count independent error messages).
-struct FirstBad {
-  int64_t index = -1;
-  void report(int64_t p) {
-#pragma omp critical(rrag_nli_first_bad)
-    if (index < 0 || p < index) index = p;
-  }
-};
+// Lowest bad index over all workers (thread-count independent error messages).
+using FirstBad = BadRowTracker;
 
 inline bool is_prob(double x) { return std::isfinite(x) && x >= 0.0 && x <= 1.0; }
 
@@ -29,49 +24,54 @@ NliGraph nli_graph(const int64_t* i, const int64_t* j, int64_t n_pairs, const do
   if (n_pairs < 0) fail("i", "negative length");
   if (entail_col < 0 || entail_col > 2 || contr_col < 0 || contr_col > 2 || entail_col == contr_col)
     fail("label_order", "entailment and contradiction must be two different columns of 0, 1, 2");
-  const int nt = n_pairs >= 8192 ? get_num_threads() : 1;
+  check_budget(bytes_for({n_claims}, 3 * sizeof(int64_t)), "n_claims", "the per-claim counts and adjacency offsets");
+  // Two passes of ~50 bytes a pair: parallel from 8192 pairs (~20 microseconds) on.
+  constexpr int64_t kBlock = 4096;
+  const int nt = workers_for(n_pairs, 8192, (n_pairs + kBlock - 1) / kBlock);
 
   FirstBad bad_i, bad_j, bad_loop, bad_fwd, bad_bwd;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    if (i[p] < 0 || i[p] >= n_claims) bad_i.report(p);
-    if (j[p] < 0 || j[p] >= n_claims) bad_j.report(p);
-    if (i[p] == j[p]) bad_loop.report(p);
-    const double* f = probs_fwd + 3 * p;
-    const double* b = probs_bwd + 3 * p;
-    if (!(is_prob(f[0]) && is_prob(f[1]) && is_prob(f[2]))) bad_fwd.report(p);
-    if (!(is_prob(b[0]) && is_prob(b[1]) && is_prob(b[2]))) bad_bwd.report(p);
-  }
+  parallel_for(n_pairs, kBlock, nt, [&](int64_t lo, int64_t hi, int) {
+    for (int64_t p = lo; p < hi; ++p) {
+      if (i[p] < 0 || i[p] >= n_claims) bad_i.report(p);
+      if (j[p] < 0 || j[p] >= n_claims) bad_j.report(p);
+      if (i[p] == j[p]) bad_loop.report(p);
+      const double* f = probs_fwd + 3 * p;
+      const double* b = probs_bwd + 3 * p;
+      if (!(is_prob(f[0]) && is_prob(f[1]) && is_prob(f[2]))) bad_fwd.report(p);
+      if (!(is_prob(b[0]) && is_prob(b[1]) && is_prob(b[2]))) bad_bwd.report(p);
+    }
+  });
   const std::string range = " out of range [0, n_claims = " + std::to_string(n_claims) + ")";
-  if (bad_i.index >= 0)
-    fail("i", "index " + std::to_string(i[bad_i.index]) + " at position " + std::to_string(bad_i.index) + range);
-  if (bad_j.index >= 0)
-    fail("j", "index " + std::to_string(j[bad_j.index]) + " at position " + std::to_string(bad_j.index) + range);
-  if (bad_loop.index >= 0)
-    fail("j", "self-loop: i[" + std::to_string(bad_loop.index) + "] == j[" + std::to_string(bad_loop.index) +
-                  "] == " + std::to_string(i[bad_loop.index]));
-  if (bad_fwd.index >= 0)
-    fail("probs_fwd", "probabilities must be finite and in [0, 1] (first bad row " + std::to_string(bad_fwd.index) + ")");
-  if (bad_bwd.index >= 0)
-    fail("probs_bwd", "probabilities must be finite and in [0, 1] (first bad row " + std::to_string(bad_bwd.index) + ")");
+  if (bad_i.first() >= 0)
+    fail("i", "index " + std::to_string(i[bad_i.first()]) + " at position " + std::to_string(bad_i.first()) + range);
+  if (bad_j.first() >= 0)
+    fail("j", "index " + std::to_string(j[bad_j.first()]) + " at position " + std::to_string(bad_j.first()) + range);
+  if (bad_loop.first() >= 0)
+    fail("j", "self-loop: i[" + std::to_string(bad_loop.first()) + "] == j[" + std::to_string(bad_loop.first()) +
+                  "] == " + std::to_string(i[bad_loop.first()]));
+  if (bad_fwd.first() >= 0)
+    fail("probs_fwd", "probabilities must be finite and in [0, 1] (first bad row " + std::to_string(bad_fwd.first()) + ")");
+  if (bad_bwd.first() >= 0)
+    fail("probs_bwd", "probabilities must be finite and in [0, 1] (first bad row " + std::to_string(bad_bwd.first()) + ")");
 
   NliGraph g;
   g.w_supp.resize(n_pairs);
   g.w_contr.resize(n_pairs);
   g.kind.resize(n_pairs);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    const double* f = probs_fwd + 3 * p;
-    const double* b = probs_bwd + 3 * p;
-    const double sf = std::max(0.0, 2.0 * f[entail_col] - 1.0);
-    const double sb = std::max(0.0, 2.0 * b[entail_col] - 1.0);
-    const double cf = f[contr_col], cb = b[contr_col];
-    const double s = mean ? (sf + sb) * 0.5 : std::max(sf, sb);
-    const double c = mean ? (cf + cb) * 0.5 : std::max(cf, cb);
-    g.w_supp[p] = s;
-    g.w_contr[p] = c;
-    g.kind[p] = s > c ? int8_t(1) : (c > s ? int8_t(-1) : int8_t(0));
-  }
+  parallel_for(n_pairs, kBlock, nt, [&](int64_t lo, int64_t hi, int) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const double* f = probs_fwd + 3 * p;
+      const double* b = probs_bwd + 3 * p;
+      const double sf = std::max(0.0, 2.0 * f[entail_col] - 1.0);
+      const double sb = std::max(0.0, 2.0 * b[entail_col] - 1.0);
+      const double cf = f[contr_col], cb = b[contr_col];
+      const double s = mean ? (sf + sb) * 0.5 : std::max(sf, sb);
+      const double c = mean ? (cf + cb) * 0.5 : std::max(cf, cb);
+      g.w_supp[p] = s;
+      g.w_contr[p] = c;
+      g.kind[p] = s > c ? int8_t(1) : (c > s ? int8_t(-1) : int8_t(0));
+    }
+  });
 
   g.support_count.assign(n_claims, 0);
   g.contradiction_count.assign(n_claims, 0);

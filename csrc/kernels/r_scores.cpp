@@ -1,12 +1,14 @@
 #include "kernels/r_scores.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/runtime.hpp"
 
 namespace rrag {
@@ -44,43 +46,44 @@ double r_score_one(const double* s, const bool* ok, int64_t p, double a, double 
 
 void r_scores(const double* scores, const bool* labels_ok, int64_t n_claims, const int64_t* offsets,
               int64_t n_responses, double a, double sentinel, double* out) {
-  check_offsets_parallel(offsets, n_responses, n_claims, "offsets", get_num_threads());
+  check_offsets_parallel(offsets, n_responses, n_claims, "offsets");
   check_level_a(a);
   if (std::isnan(sentinel)) fail("sentinel", "must not be NaN");
   // Every claim belongs to exactly one response (checked CSR), so the NaN test rides along in
   // the scoring pass instead of costing a separate read of the scores; the lowest bad index is
   // looked up only when there is one.
-  bool any_nan = false;
+  std::atomic<bool> any_nan{false};
   if (a == 1.0) {
     // The fraction drops below 1 exactly at the largest unsupported score: a masked maximum
-    // per response, memory-bound (SIMD primitive of the active ISA).
+    // per response, memory-bound (SIMD primitive of the active ISA). Parallel from ~64k
+    // claims (~10 microseconds of streaming) on.
     const auto& prims = primitives();
     constexpr int64_t kChunk = 4096;
-    const int64_t n_chunks = (n_responses + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) reduction(|| : any_nan) num_threads(get_num_threads())
-    for (int64_t t = 0; t < n_chunks; ++t) {
-      const int64_t i0 = t * kChunk, len = std::min(kChunk, n_responses - i0);
-      const bool nan = prims.unsupported_max(scores, labels_ok, offsets + i0, len, sentinel, out + i0, nullptr);
-      any_nan = any_nan || nan;
-    }
+    const int workers = workers_for(n_claims + n_responses, int64_t(1) << 16, (n_responses + kChunk - 1) / kChunk);
+    parallel_for(n_responses, kChunk, workers, [&](int64_t i0, int64_t i1, int) {
+      if (prims.unsupported_max(scores, labels_ok, offsets + i0, i1 - i0, sentinel, out + i0, nullptr))
+        any_nan.store(true, std::memory_order_relaxed);
+    });
   } else {
     int64_t p_max = 0;
     for (int64_t i = 0; i < n_responses; ++i) p_max = std::max(p_max, offsets[i + 1] - offsets[i]);
-#pragma omp parallel reduction(|| : any_nan) num_threads(get_num_threads())
-    {
-      std::vector<int64_t> order(static_cast<size_t>(p_max));
+    constexpr int64_t kChunk = 1024;
+    const int workers = workers_for(n_claims + n_responses, int64_t(1) << 14, (n_responses + kChunk - 1) / kChunk);
+    std::vector<std::vector<int64_t>> order(static_cast<size_t>(workers));
+    parallel_for(n_responses, kChunk, workers, [&](int64_t i0, int64_t i1, int worker) {
+      std::vector<int64_t>& ord = order[static_cast<size_t>(worker)];
+      if (ord.size() < static_cast<size_t>(p_max)) ord.resize(static_cast<size_t>(p_max));
       bool nan = false;
-#pragma omp for schedule(dynamic, 1024)
-      for (int64_t i = 0; i < n_responses; ++i) {
+      for (int64_t i = i0; i < i1; ++i) {
         const int64_t b = offsets[i];
         bool here = false;
         for (int64_t c = b; c < offsets[i + 1]; ++c) here |= scores[c] != scores[c];
         nan |= here;
         // NaN breaks the ordering the sort needs; such a call throws below anyway.
-        out[i] = here ? sentinel : r_score_one(scores + b, labels_ok + b, offsets[i + 1] - b, a, sentinel, order.data());
+        out[i] = here ? sentinel : r_score_one(scores + b, labels_ok + b, offsets[i + 1] - b, a, sentinel, ord.data());
       }
-      any_nan = any_nan || nan;
-    }
+      if (nan) any_nan.store(true, std::memory_order_relaxed);
+    });
   }
   if (any_nan) check_scores_not_nan(scores, n_claims, "scores");
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/parallel.hpp"
 #include "kernels/runtime.hpp"
 
 namespace rrag {
@@ -12,15 +13,14 @@ void inverse_row_norms(const float* x, int64_t n, int64_t d, float* inv, bool ch
   const auto& prims = primitives();
   BadRowTracker bad;
   const int64_t n_chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) num_threads(get_num_threads())
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    const int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+  // Below ~256k floats (a few tens of microseconds) waking a worker costs more than it saves.
+  parallel_for(n, kChunk, workers_for(n * d, int64_t(1) << 18, n_chunks), [&](int64_t lo, int64_t hi, int) {
     prims.row_sqnorms(x + lo * d, hi - lo, d, inv + lo);
     for (int64_t r = lo; r < hi; ++r) {
       if (check_finite && !finite_sqnorm(inv[r])) bad.report(r);
       inv[r] = inverse_norm(inv[r]);
     }
-  }
+  });
   bad.throw_if_bad(arg);
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/row_norms.hpp"
 #include "kernels/runtime.hpp"
 
@@ -21,30 +22,23 @@ void segmented_cosine(const float* queries, int64_t n_queries, const float* docs
   const int64_t n_chunks = (n_docs + kChunk - 1) / kChunk;
   const auto& prims = primitives();
   BadRowTracker bad;
-#pragma omp parallel num_threads(get_num_threads())
-  {
-    std::vector<float> sqnorms(kChunk);
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      int64_t lo = c * kChunk;
-      const int64_t hi = std::min(n_docs, lo + kChunk);
-      int64_t q = std::upper_bound(doc_offsets, doc_offsets + n_queries + 1, lo) - doc_offsets - 1;
-      while (lo < hi) {
-        const int64_t seg_hi = std::min(hi, doc_offsets[q + 1]);
-        if (seg_hi > lo) {
-          prims.dot_sqnorm_one_to_many(queries + q * d, docs + lo * d, seg_hi - lo, d, out + lo,
-                                       sqnorms.data());
-          for (int64_t r = lo; r < seg_hi; ++r) {
-            const float sq = sqnorms[r - lo];
-            if (check_finite && !finite_sqnorm(sq)) bad.report(r);
-            out[r] = (out[r] * inv_q[q]) * inverse_norm(sq);
-          }
-          lo = seg_hi;
+  parallel_for(n_docs, kChunk, workers_for(n_docs * d, int64_t(1) << 18, n_chunks), [&](int64_t lo, int64_t hi, int) {
+    float sqnorms[kChunk];
+    int64_t q = std::upper_bound(doc_offsets, doc_offsets + n_queries + 1, lo) - doc_offsets - 1;
+    while (lo < hi) {
+      const int64_t seg_hi = std::min(hi, doc_offsets[q + 1]);
+      if (seg_hi > lo) {
+        prims.dot_sqnorm_one_to_many(queries + q * d, docs + lo * d, seg_hi - lo, d, out + lo, sqnorms);
+        for (int64_t r = lo; r < seg_hi; ++r) {
+          const float sq = sqnorms[r - lo];
+          if (check_finite && !finite_sqnorm(sq)) bad.report(r);
+          out[r] = (out[r] * inv_q[q]) * inverse_norm(sq);
         }
-        ++q;
+        lo = seg_hi;
       }
+      ++q;
     }
-  }
+  });
   bad.throw_if_bad("docs");
 }
 

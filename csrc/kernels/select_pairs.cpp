@@ -1,8 +1,7 @@
 #include "kernels/select_pairs.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "kernels/checks.hpp"
+#include "kernels/parallel.hpp"
 #include "kernels/runtime.hpp"
 
 namespace rrag {
@@ -140,6 +140,29 @@ void keep_best(std::vector<Pair>& v, int64_t max_pairs) {
   v.resize(max_pairs);
 }
 
+// Sorts v by pair_before in blocks that each take well under a second (sorted chunks, then
+// rounds of pairwise merges), so a call with millions of pairs still notices Ctrl-C. Any
+// schedule gives the same order: pair_before is a strict total order.
+void sort_pairs(std::vector<Pair>& v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  constexpr int64_t kChunk = int64_t(1) << 18;
+  if (n <= kChunk) {
+    std::sort(v.begin(), v.end(), pair_before);
+    return;
+  }
+  const int64_t n_chunks = (n + kChunk - 1) / kChunk;
+  parallel_for(n_chunks, 1, workers_for(n_chunks, 1), [&](int64_t c, int64_t, int) {
+    std::sort(v.begin() + c * kChunk, v.begin() + std::min(n, (c + 1) * kChunk), pair_before);
+  });
+  for (int64_t width = kChunk; width < n; width *= 2) {
+    const int64_t n_merges = (n + 2 * width - 1) / (2 * width);
+    parallel_for(n_merges, 1, workers_for(n_merges, 1), [&](int64_t b, int64_t, int) {
+      const int64_t lo = b * 2 * width, mid = std::min(n, lo + width), hi = std::min(n, lo + 2 * width);
+      if (mid < hi) std::inplace_merge(v.begin() + lo, v.begin() + mid, v.begin() + hi, pair_before);
+    });
+  }
+}
+
 }  // namespace
 
 int64_t claim_token_ids(const std::vector<std::string_view>& texts, std::vector<int64_t>& token_ids,
@@ -204,6 +227,20 @@ PairList select_pairs(const int64_t* token_ids, int64_t n_tokens, const int64_t*
     fail("source_ids", "at most 2^31 - 2 claims are supported, got " + std::to_string(n_claims));
   PairList out;
   if (max_pairs == 0 || n_claims < 2 || n_tokens == 0) return out;
+  // No more than n (n - 1) / 2 pairs exist (< 2^61 for n < 2^31): capping here keeps every
+  // later size computation (2 * max_pairs + 4096 below) far from int64 overflow.
+  const int64_t all_pairs = n_claims * (n_claims - 1) / 2;
+  if (max_pairs < 0 || max_pairs > all_pairs) max_pairs = all_pairs;
+  // The pairs held at once (per-worker lists, then one merged list and the output) must fit
+  // the memory budget: checked as they are found, so a call that would exceed it stops
+  // before allocating that much; whether it stops depends only on the inputs.
+  const uint64_t max_held = static_cast<uint64_t>(memory_budget()) / (2 * sizeof(Pair) + 24);
+  std::atomic<int64_t> held{0};
+  auto check_held = [&](int64_t total) {
+    if (static_cast<uint64_t>(total) > max_held)
+      check_budget(bytes_for({total}, 2 * sizeof(Pair) + 24), "max_pairs",
+                   "the more than " + std::to_string(total) + " pairs with overlap >= tau");
+  };
   const int nt = n_tokens >= 4096 ? get_num_threads() : 1;
 
   // 1. Vocabulary index of every token: dense ids (the usual case, e.g. from
@@ -227,9 +264,10 @@ PairList select_pairs(const int64_t* token_ids, int64_t n_tokens, const int64_t*
       std::sort(vocab.begin(), vocab.end());
       vocab.erase(std::unique(vocab.begin(), vocab.end()), vocab.end());
       n_vocab = static_cast<int64_t>(vocab.size());
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-      for (int64_t x = 0; x < n_tokens; ++x)
-        vid[x] = static_cast<int32_t>(std::lower_bound(vocab.begin(), vocab.end(), token_ids[x]) - vocab.begin());
+      parallel_for(n_tokens, 4096, nt, [&](int64_t lo, int64_t hi, int) {
+        for (int64_t x = lo; x < hi; ++x)
+          vid[x] = static_cast<int32_t>(std::lower_bound(vocab.begin(), vocab.end(), token_ids[x]) - vocab.begin());
+      });
     }
   }
 
@@ -291,14 +329,25 @@ PairList select_pairs(const int64_t* token_ids, int64_t n_tokens, const int64_t*
   //    postings of a's |a| - t + 1 rarest tokens finds every kept pair (rarest first only
   //    makes it fast). t = 0 (tau = 0) keeps every cross-source pair. Verification counts
   //    the candidate's tokens that are flagged as a's.
-  std::vector<std::vector<Pair>> found(nt);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
-    std::vector<Pair>& mine = found[omp_get_thread_num()];
-    std::vector<uint8_t> mark(m, 0), in_a(n_vocab, 0);
+  struct Worker {
+    std::vector<Pair> found;
+    std::vector<uint8_t> mark, in_a;
     std::vector<int32_t> cand, prefix;
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t k = 0; k < m; ++k) {
+  };
+  std::vector<Worker> workers(static_cast<size_t>(nt));
+  parallel_for(m, 16, nt, [&](int64_t k0, int64_t k1, int worker) {
+    Worker& wk = workers[static_cast<size_t>(worker)];
+    if (wk.mark.empty()) {
+      wk.mark.assign(m, 0);
+      wk.in_a.assign(n_vocab, 0);
+    }
+    std::vector<Pair>& mine = wk.found;
+    std::vector<uint8_t>& mark = wk.mark;
+    std::vector<uint8_t>& in_a = wk.in_a;
+    std::vector<int32_t>& cand = wk.cand;
+    std::vector<int32_t>& prefix = wk.prefix;
+    for (int64_t k = k0; k < k1; ++k) {
+      check_interrupt();
       const int64_t sa = koff[k + 1] - koff[k];
       const int32_t* ta = ktok.data() + koff[k];
       const int64_t t = min_intersection(sa, tau);
@@ -335,6 +384,7 @@ PairList select_pairs(const int64_t* token_ids, int64_t n_tokens, const int64_t*
       if (cand.empty()) continue;
       for (int64_t x = 0; x < sa; ++x) in_a[ta[x]] = 1;
       const double denom = static_cast<double>(sa);
+      const size_t before = mine.size();
       for (const int32_t k2 : cand) {
         mark[k2] = 0;
         int64_t common = 0;
@@ -346,25 +396,31 @@ PairList select_pairs(const int64_t* token_ids, int64_t n_tokens, const int64_t*
         }
       }
       for (int64_t x = 0; x < sa; ++x) in_a[ta[x]] = 0;
-      if (max_pairs > 0 && static_cast<int64_t>(mine.size()) >= 2 * max_pairs + 4096) keep_best(mine, max_pairs);
+      if (static_cast<int64_t>(mine.size()) >= 2 * max_pairs + 4096) keep_best(mine, max_pairs);
+      const int64_t change = static_cast<int64_t>(mine.size()) - static_cast<int64_t>(before);
+      if (change != 0) check_held(held.fetch_add(change, std::memory_order_relaxed) + change);
     }
+  });
+  for (auto& wk : workers) {
+    std::vector<uint8_t>().swap(wk.mark);
+    std::vector<uint8_t>().swap(wk.in_a);
   }
 
   // 4. Merge, cap, sort.
   std::vector<Pair> all;
   if (nt == 1) {
-    all.swap(found[0]);
+    all.swap(workers[0].found);
   } else {
     size_t total = 0;
-    for (const auto& f : found) total += f.size();
+    for (const auto& wk : workers) total += wk.found.size();
     all.reserve(total);
-    for (auto& f : found) {
-      all.insert(all.end(), f.begin(), f.end());
-      std::vector<Pair>().swap(f);
+    for (auto& wk : workers) {
+      all.insert(all.end(), wk.found.begin(), wk.found.end());
+      std::vector<Pair>().swap(wk.found);
     }
   }
   keep_best(all, max_pairs);
-  std::sort(all.begin(), all.end(), pair_before);
+  sort_pairs(all);
   out.i.resize(all.size());
   out.j.resize(all.size());
   out.overlap.resize(all.size());

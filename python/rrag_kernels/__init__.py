@@ -11,7 +11,7 @@ Layers, each with one face that the layers above import:
   ``pipelines.conformal``).
 """
 
-from ._config import __version__, get_num_threads, set_num_threads, show_config
+from ._config import __version__, get_memory_budget, get_num_threads, set_memory_budget, set_num_threads, show_config
 from .ops import (
     claim_relevance,
     claim_token_ids,
@@ -41,8 +41,10 @@ __all__ = [
     "nli_graph",
     "r_scores",
     "select_pairs",
+    "get_memory_budget",
     "get_num_threads",
     "segmented_cosine",
+    "set_memory_budget",
     "set_num_threads",
     "show_config",
     "topk_cosine",

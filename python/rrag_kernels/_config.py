@@ -16,14 +16,23 @@ from .ops._dispatch import core_module
 __version__ = "0.1.0"
 
 
+#: The largest value :func:`set_num_threads` accepts (the C++ pool's cap, re-checked there).
+MAX_THREADS = 1024
+
+
 def set_num_threads(n: int) -> None:
     """Set the number of threads the C++ kernels use (results do not depend on it).
 
+    The kernels run on their own worker pool (see the README's "Threads" section): small calls
+    stay on the calling thread, idle workers sleep after ~50 microseconds, and work is handed
+    out in blocks so that a preempted worker never holds a call up for long. Threads start on
+    first use.
+
     Parameters
     ----------
-    n : int, >= 1
+    n : int, 1 <= n <= MAX_THREADS (1024)
     """
-    n = check_int(n, "n", minimum=1)
+    n = check_int(n, "n", minimum=1, maximum=MAX_THREADS, maximum_is="MAX_THREADS")
     core = core_module()
     if core is None:
         raise RuntimeError("rrag_kernels._core is not built: there are no C++ threads to set")
@@ -34,6 +43,31 @@ def get_num_threads() -> int:
     """Threads the C++ kernels use (1 when the compiled module is missing)."""
     core = core_module()
     return core.get_num_threads() if core is not None else 1
+
+
+def set_memory_budget(nbytes: int) -> None:
+    """Set the most bytes one kernel call may allocate for its outputs and scratch.
+
+    An op whose sizes would need more (``topk_cosine``'s ``k``, ``cosine_matrix``'s output,
+    ``nli_graph``'s ``n_claims``, ``select_pairs``' pairs, ``conformal_sweep``'s
+    ``n_splits``) raises ValueError naming that argument before allocating. The default is
+    half the physical memory, or ``RRAG_MEMORY_BUDGET`` (bytes) when set before import.
+
+    Parameters
+    ----------
+    nbytes : int >= 0
+    """
+    nbytes = check_int(nbytes, "nbytes", minimum=0, maximum=2**63 - 1, maximum_is="2**63 - 1")
+    core = core_module()
+    if core is None:
+        raise RuntimeError("rrag_kernels._core is not built: there is no C++ memory budget to set")
+    core.set_memory_budget(nbytes)
+
+
+def get_memory_budget() -> int:
+    """The memory budget in bytes (see :func:`set_memory_budget`); 0 when the compiled module is missing."""
+    core = core_module()
+    return core.memory_budget() if core is not None else 0
 
 
 def _triton_status() -> tuple[bool, bool]:
@@ -56,8 +90,8 @@ def show_config() -> dict[str, Any]:
     Returns
     -------
     dict
-        version, compiler, simd_level, simd_levels_available, openmp_threads,
-        openmp_version, native_build, gemm, triton_available, triton_interpret,
+        version, compiler, simd_level, simd_levels_available, threads, max_threads,
+        memory_budget, native_build, gemm, triton_available, triton_interpret,
         cuda_available, python, platform, numpy.
     """
     import numpy as np
@@ -70,8 +104,9 @@ def show_config() -> dict[str, Any]:
         "compiler": core.compiler() if core else None,
         "simd_level": core.simd_level() if core else None,
         "simd_levels_available": list(core.available_simd_levels()) if core else [],
-        "openmp_threads": core.get_num_threads() if core else None,
-        "openmp_version": core.openmp_version() if core else None,
+        "threads": core.get_num_threads() if core else None,
+        "max_threads": core.max_threads() if core else None,
+        "memory_budget": core.memory_budget() if core else None,
         "native_build": core.native_build() if core else None,
         "gemm": f"built-in register-blocked micro-kernel ({core.simd_level()})" if core else None,
         "triton_available": triton_ok,

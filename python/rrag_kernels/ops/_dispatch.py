@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_finite, is_torch_tensor
+from ._validation import as_buffer, check_finite, is_torch_tensor
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -111,22 +111,22 @@ def to_numpy32(x: Any) -> np.ndarray:
         x = x.detach()
         if x.device.type != "cpu":
             x = x.cpu()
-        return np.ascontiguousarray(x.to(dtype=_torch().float32).numpy())
-    return np.ascontiguousarray(x, dtype=np.float32)
+        return as_buffer(x.to(dtype=_torch().float32).numpy(), np.float32)
+    return as_buffer(x, np.float32)
 
 
 def to_torch32(x: Any, device) -> Any:
     """Contiguous float32 torch tensor on `device`."""
     torch = _torch()
     if not is_torch_tensor(x):
-        x = torch.from_numpy(np.ascontiguousarray(x))
+        x = torch.from_numpy(as_buffer(x, x.dtype.newbyteorder("=")))
     return x.detach().to(device=device, dtype=torch.float32).contiguous()
 
 
 def to_torch_index(x: np.ndarray, device) -> Any:
     """int64 torch tensor on `device` (offsets for the Triton kernels)."""
     torch = _torch()
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64)).to(device)
+    return torch.from_numpy(as_buffer(x, np.int64)).to(device)
 
 
 def numpy_float32(p: Plan, arrays: dict[str, Any], check: bool) -> dict[str, np.ndarray]:

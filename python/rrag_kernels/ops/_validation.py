@@ -78,8 +78,20 @@ def check_shape(x: Any, name: str, shape: tuple[int | None, ...], what: str = ""
 
 
 def is_plain(x: Any, dtype: np.dtype, ndim: int = 1) -> bool:
-    """A C-contiguous numpy array of exactly this dtype and ndim (needs no conversion)."""
-    return type(x) is np.ndarray and x.dtype == dtype and x.ndim == ndim and x.flags.c_contiguous
+    """A C-contiguous, aligned numpy array of exactly this dtype and ndim (needs no conversion)."""
+    return (type(x) is np.ndarray and x.dtype == dtype and x.ndim == ndim and x.flags.c_contiguous
+            and x.flags.aligned)
+
+
+def as_buffer(x: Any, dtype: Any) -> np.ndarray:
+    """``x`` as what the C++ kernels read: a C-contiguous, aligned, native-byte-order numpy
+    array of ``dtype`` (a view when it already is one, else a copy).
+
+    Arrays that went through pickle, shared memory or ``np.frombuffer`` can be big-endian,
+    unaligned or read-only; all of them are ordinary input.
+    """
+    out = np.ascontiguousarray(x, dtype=dtype)
+    return out if out.flags.aligned else out.copy()
 
 
 # --------------------------------------------------------------------------- float embeddings
@@ -134,7 +146,7 @@ def as_index(x: Any, name: str, length: int | None = None, what: str = "") -> np
     arr = to_numpy(x)
     if arr.dtype == np.uint64 and arr.size and arr.max() > _INT64_MAX:
         raise ValueError(f"{name}: values exceed the int64 range")
-    return np.ascontiguousarray(arr, dtype=np.int64)
+    return as_buffer(arr, np.int64)
 
 
 def as_float64(x: Any, name: str, shape: tuple[int | None, ...], what: str = "", *, allow_int: bool = False) -> np.ndarray:
@@ -144,7 +156,7 @@ def as_float64(x: Any, name: str, shape: tuple[int | None, ...], what: str = "",
     x = array_like(x, name)
     check_dtype_kind(x, name, "fiu" if allow_int else "f", "a floating-point array")
     check_shape(x, name, shape, what)
-    return np.ascontiguousarray(to_numpy(x), dtype=np.float64)
+    return as_buffer(to_numpy(x), np.float64)
 
 
 def as_bool(x: Any, name: str, length: int | None = None, what: str = "") -> np.ndarray:
@@ -154,7 +166,7 @@ def as_bool(x: Any, name: str, length: int | None = None, what: str = "") -> np.
     x = array_like(x, name)
     check_dtype_kind(x, name, "b", "a bool array")
     check_shape(x, name, (length,), what)
-    return np.ascontiguousarray(to_numpy(x), dtype=np.bool_)
+    return as_buffer(to_numpy(x), np.bool_)
 
 
 def check_csr(off: np.ndarray, name: str, n_rows: int) -> None:

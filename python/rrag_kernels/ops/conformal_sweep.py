@@ -11,7 +11,7 @@ import numpy as np
 from .. import reference
 from ..reference import calibration_size
 from ._dispatch import core_cached, cpu_plan
-from ._validation import as_claims, check_alphas, check_claim_values, check_int, check_level_a, check_real, check_sentinel
+from ._validation import as_buffer, as_claims, check_alphas, check_claim_values, check_int, check_level_a, check_real, check_sentinel
 
 __all__ = ["SweepResult", "conformal_sweep"]
 
@@ -125,7 +125,7 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
         if g.ndim != 1 or g.shape[0] != n:
             raise ValueError(f"groups: expected shape ({n},) (one label per response), got {g.shape}")
         labels, inv = np.unique(g, return_inverse=True)
-        gid = np.ascontiguousarray(inv.reshape(-1), dtype=np.int64)
+        gid = as_buffer(inv.reshape(-1), np.int64)
         n_groups = max(int(labels.shape[0]), 1)
     p = cpu_plan({}, backend, "conformal_sweep")
     if p.backend == "cpp":

@@ -12,6 +12,7 @@ from ._dispatch import core_cached, cpu_plan, numpy_cpp
 from ._validation import (
     array_like,
     as_bool,
+    as_buffer,
     as_index,
     check_bool,
     check_dtype_kind,
@@ -89,7 +90,7 @@ def gate_stats(
         if kd.size and not np.isin(kd, _KINDS).all():
             e = int(np.argmax(~np.isin(kd, _KINDS)))
             raise ValueError(f"kind: values must be -1, 0 or +1, got {int(kd[e])} at position {e}")
-    kd = np.ascontiguousarray(kd, dtype=np.int8)
+    kd = as_buffer(kd, np.int8)
     if p.backend == "cpp":
         return core_cached().gate_stats(kp, ei, ej, kd, dom, eps, count_unknown)
     check_index_range(ei, "edge_i", n, "len(keep)")

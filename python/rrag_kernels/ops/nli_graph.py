@@ -11,6 +11,7 @@ from ._dispatch import Plan, core_cached, finish, numpy_cpp, plan, triton_device
 from ._validation import (
     LABELS,
     array_like,
+    as_buffer,
     as_index,
     check_choice,
     check_dtype_kind,
@@ -147,8 +148,8 @@ def nli_graph(
         out = _nli_graph_triton(p, i_in, j_in, f_in, b_in, n_claims, entail_col, contr_col, mean)
         return NliGraph(*(finish(x, p) for x in out))
     ii, jj = as_index(i_in, "i"), as_index(j_in, "j")
-    fwd = np.ascontiguousarray(to_numpy(f_in), dtype=np.float64)
-    bwd = np.ascontiguousarray(to_numpy(b_in), dtype=np.float64)
+    fwd = as_buffer(to_numpy(f_in), np.float64)
+    bwd = as_buffer(to_numpy(b_in), np.float64)
     if p.backend == "cpp":
         out = core_cached().nli_graph(ii, jj, fwd, bwd, n_claims, entail_col, contr_col, mean)
     else:
@@ -175,7 +176,7 @@ def _nli_graph_triton(p: Plan, i, j, fwd, bwd, n_claims, entail_col, contr_col, 
 
     def tensor(x, dtype):
         if not is_torch_tensor(x):
-            x = torch.from_numpy(np.ascontiguousarray(x))
+            x = torch.from_numpy(as_buffer(x, x.dtype.newbyteorder("=")))
         return x.detach().to(device=device, dtype=dtype).contiguous()
 
     ti, tj = tensor(i, torch.int64), tensor(j, torch.int64)
