@@ -263,3 +263,31 @@ def test_ctrl_c_interrupts_a_long_kernel_within_a_second(make_call, restore_thre
     assert elapsed < 0.5 + 1.0, f"KeyboardInterrupt came {elapsed - 0.5:.2f} s after Ctrl-C"
     small = make_case("topk_cosine")
     assert_same(call("topk_cosine", *small), call("topk_cosine", *small))
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpp"])
+def test_budget_is_checked_in_python_for_every_backend(backend, small_budget, core):
+    """The ops check the budget before any backend allocates (the reference one would try a
+    NumPy array of that size); the C++ re-check gives the same message."""
+    empty_i, empty_p = np.zeros(0, dtype=np.int64), np.zeros((0, 3))
+    with pytest.raises(ValueError, match=r"^n_claims: the per-claim counts .* would need 22\.4 GiB"):
+        rk.nli_graph(empty_i, empty_i, empty_p, empty_p, 10**9, backend=backend)
+    a = np.ones((100_000, 1), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^b: the \(len\(a\), len\(b\)\) float32 output would need 37\.3 GiB"):
+        rk.cosine_matrix(a, a, backend=backend)
+    with pytest.raises(ValueError, match=r"^k: the \(len\(queries\), k\) outputs would need 11\.2 GiB"):
+        rk.topk_cosine(a, a, 10_000, backend=backend)
+    inputs, _ = make_case("conformal_sweep")
+    with pytest.raises(ValueError, match=r"^n_splits: the per-split outputs would need"):
+        rk.conformal_sweep(*inputs, alphas=[0.1], n_splits=10**9, seed=0, backend=backend)
+
+
+def test_core_rechecks_the_budget(small_budget, core):
+    """A direct _core call (no Python validation) is refused the same way."""
+    with pytest.raises(ValueError, match=r"^n_claims: the per-claim counts .* would need 22\.4 GiB, more than "
+                                         r"the memory budget of 64\.0 MiB"):
+        core.nli_graph(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 3)),
+                       np.zeros((0, 3)), 10**9, 0, 2, False)
+    a = np.ones((100_000, 1), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^b: the \(len\(a\), len\(b\)\) float32 output would need 37\.3 GiB"):
+        core.cosine_matrix(a, a, True)

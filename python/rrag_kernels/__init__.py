@@ -11,7 +11,7 @@ Layers, each with one face that the layers above import:
   ``pipelines.conformal``).
 """
 
-from ._config import __version__, get_memory_budget, get_num_threads, set_memory_budget, set_num_threads, show_config
+from ._config import __version__, get_num_threads, set_num_threads, show_config
 from .ops import (
     claim_relevance,
     claim_token_ids,
@@ -19,12 +19,14 @@ from .ops import (
     conformal_sweep,
     cosine_matrix,
     gate_stats,
+    get_memory_budget,
     greedy_prune,
     lexical_opcodes,
     nli_graph,
     r_scores,
     segmented_cosine,
     select_pairs,
+    set_memory_budget,
     topk_cosine,
 )
 

@@ -45,31 +45,6 @@ def get_num_threads() -> int:
     return core.get_num_threads() if core is not None else 1
 
 
-def set_memory_budget(nbytes: int) -> None:
-    """Set the most bytes one kernel call may allocate for its outputs and scratch.
-
-    An op whose sizes would need more (``topk_cosine``'s ``k``, ``cosine_matrix``'s output,
-    ``nli_graph``'s ``n_claims``, ``select_pairs``' pairs, ``conformal_sweep``'s
-    ``n_splits``) raises ValueError naming that argument before allocating. The default is
-    half the physical memory, or ``RRAG_MEMORY_BUDGET`` (bytes) when set before import.
-
-    Parameters
-    ----------
-    nbytes : int >= 0
-    """
-    nbytes = check_int(nbytes, "nbytes", minimum=0, maximum=2**63 - 1, maximum_is="2**63 - 1")
-    core = core_module()
-    if core is None:
-        raise RuntimeError("rrag_kernels._core is not built: there is no C++ memory budget to set")
-    core.set_memory_budget(nbytes)
-
-
-def get_memory_budget() -> int:
-    """The memory budget in bytes (see :func:`set_memory_budget`); 0 when the compiled module is missing."""
-    core = core_module()
-    return core.memory_budget() if core is not None else 0
-
-
 def _triton_status() -> tuple[bool, bool]:
     """(triton importable, a CUDA device usable by torch). Imports torch only if installed."""
     triton_ok = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None

@@ -74,6 +74,9 @@ from ._validation import (
     LABELS,
     as_claims,
     check_int,
+    check_memory_budget,
+    get_memory_budget,
+    set_memory_budget,
     check_level_a,
     check_no_nan,
     check_real,
@@ -108,6 +111,9 @@ __all__ = [
     "segmented_cosine",
     "select_pairs",
     "topk_cosine",
+    # settings
+    "get_memory_budget",
+    "set_memory_budget",
     # result types and constants
     "LABELS",
     "NliGraph",
@@ -122,6 +128,7 @@ __all__ = [
     "as_claims",
     "check_int",
     "check_level_a",
+    "check_memory_budget",
     "check_no_nan",
     "check_real",
     "check_sentinel",

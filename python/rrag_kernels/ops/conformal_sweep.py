@@ -11,7 +11,17 @@ import numpy as np
 from .. import reference
 from ..reference import calibration_size
 from ._dispatch import core_cached, cpu_plan
-from ._validation import as_buffer, as_claims, check_alphas, check_claim_values, check_int, check_level_a, check_real, check_sentinel
+from ._validation import (
+    as_buffer,
+    as_claims,
+    check_alphas,
+    check_claim_values,
+    check_int,
+    check_level_a,
+    check_memory_budget,
+    check_real,
+    check_sentinel,
+)
 
 __all__ = ["SweepResult", "conformal_sweep"]
 
@@ -127,6 +137,8 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
         labels, inv = np.unique(g, return_inverse=True)
         gid = as_buffer(inv.reshape(-1), np.int64)
         n_groups = max(int(labels.shape[0]), 1)
+    per_split = 8 * (al.shape[0] * n_groups + 4 * al.shape[0] + n_groups)  # q_hat, 4 metrics, n_calib
+    check_memory_budget(n_splits * per_split, "n_splits", "the per-split outputs")
     p = cpu_plan({}, backend, "conformal_sweep")
     if p.backend == "cpp":
         d = core_cached().conformal_sweep(s, ok, off, al, n_splits, cf, seed, a, sentinel, gid, n_groups)

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import reference
 from ._dispatch import core_module, finish, numpy_float32, plan, torch_float32
-from ._validation import check_bool, check_matrices
+from ._validation import check_bool, check_matrices, check_memory_budget
 
 __all__ = ["cosine_matrix"]
 
@@ -32,6 +32,7 @@ def cosine_matrix(a: Any, b: Any, *, check_finite: bool = True, backend: str | N
     check_finite = check_bool(check_finite, "check_finite")
     arrays = {"a": a, "b": b}
     check_matrices(arrays)
+    check_memory_budget(4 * int(a.shape[0]) * int(b.shape[0]), "b", "the (len(a), len(b)) float32 output")
     p = plan(arrays, backend)
     if p.backend == "triton":
         from ..triton_ops.cosine_matrix import cosine_matrix as launch

@@ -17,6 +17,7 @@ from ._validation import (
     check_dtype_kind,
     check_index_range,
     check_int,
+    check_memory_budget,
     check_no_self_loops,
     check_probabilities,
     check_shape,
@@ -126,6 +127,7 @@ def nli_graph(
     if reduce != "max" and reduce != "mean":
         check_choice(reduce, "reduce", _REDUCTIONS)
     n_claims = check_int(n_claims, "n_claims")
+    check_memory_budget(24 * n_claims, "n_claims", "the per-claim counts and adjacency offsets")
     mean = reduce == "mean"
     # Fast path (MIRAGE's tiny per-query graphs): plain numpy arguments need no conversion,
     # and the C++ kernel checks every value itself.

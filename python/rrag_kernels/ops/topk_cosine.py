@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import reference
 from ._dispatch import core_module, finish, numpy_float32, plan, torch_float32
-from ._validation import check_bool, check_int, check_matrices
+from ._validation import check_bool, check_int, check_matrices, check_memory_budget
 
 __all__ = ["topk_cosine"]
 
@@ -38,6 +38,7 @@ def topk_cosine(
     arrays = {"queries": queries, "corpus": corpus}
     check_matrices(arrays)
     k = check_int(k, "k", minimum=1, maximum=int(corpus.shape[0]), maximum_is="len(corpus)")
+    check_memory_budget(12 * int(queries.shape[0]) * k, "k", "the (len(queries), k) outputs")
     p = plan(arrays, backend)
     if p.backend == "triton":
         from ..triton_ops.topk_cosine import topk_cosine as launch
