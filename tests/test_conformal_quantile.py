@@ -73,3 +73,47 @@ def test_errors(backend):
         conformal_quantile(np.array([0.1, np.nan]), 0.1, backend=backend)
     with pytest.raises(ValueError, match="^on_too_few:"):
         conformal_quantile(np.ones(3), 0.1, on_too_few="clip", backend=backend)
+
+
+def _large_inputs(rng, n):
+    u = rng.random(n)
+    heavy = u.copy()
+    heavy[rng.random(n) < 0.6] = -np.inf  # most responses without a failing threshold
+    return {
+        "uniform": u,
+        "ties": np.round(rng.normal(size=n), 1),
+        "sentinel-heavy": heavy,
+        "sorted": np.sort(u),
+        "reversed": np.sort(u)[::-1].copy(),
+        "constant": np.full(n, 0.25),
+        "periodic": np.tile(np.arange(8.0), n // 8 + 1)[:n],  # period divides the sample stride
+        "two-values": np.where(rng.random(n) < 0.93, 0.0, 1.0),
+    }
+
+
+@pytest.mark.parametrize("n", [65_535, 65_536, 300_007])
+def test_large_n_band_selection_is_exact(rng, restore_threads_and_simd, n):
+    """From 65,536 r-scores on, the C++ kernel reads each quantile off a narrow band of values
+    (a strided sample, one parallel pass, a selection over the band); whatever the data, at
+    every SIMD level and thread count, it equals the reference and the exact full selection."""
+    core = restore_threads_and_simd
+    alphas = np.array([0.001, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.9, 0.999])
+    for kind, r in _large_inputs(rng, n).items():
+        want = conformal_quantile_ref(r, alphas)
+        core._set_quantile_bands(False)
+        exact = conformal_quantile(r, alphas, backend="cpp")
+        core._set_quantile_bands(True)
+        np.testing.assert_array_equal(exact, want, err_msg=kind)
+        for level in core.available_simd_levels():
+            core.set_simd_level(level)
+            for threads in (1, 3):
+                core.set_num_threads(threads)
+                got = conformal_quantile(r, alphas, backend="cpp")
+                np.testing.assert_array_equal(got, want, err_msg=f"{kind} at {level}, {threads} threads")
+
+
+def test_large_n_nan_is_found_by_the_band_pass(restore_threads_and_simd):
+    r = np.linspace(0.0, 1.0, 100_000)
+    r[77_777] = np.nan
+    with pytest.raises(ValueError, match=r"^r: contains NaN \(first at index 77777\)"):
+        conformal_quantile(r, 0.1, backend="cpp")

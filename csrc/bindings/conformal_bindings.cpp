@@ -122,6 +122,8 @@ void register_conformal(py::module_& m) {
         "supported_given_non_empty, n_calib).");
   m.def("_split_key_bits", &split_key_bits_py, py::arg("base"), py::arg("perm"), py::arg("count"), py::arg("lo"),
         py::arg("span"), "Testing hook: the active ISA's split-key bit words -> (below, window) uint64.");
+  m.def("_set_quantile_bands", &set_quantile_bands, py::arg("on"),
+        "Testing hook: False makes conformal_quantile select over all n (results are identical).");
   m.def("_set_sweep_tuning", &set_sweep_tuning, py::arg("window_sigmas"), py::arg("band_sigmas"),
         py::arg("stable_classes"),
         "Testing hook: widths of conformal_sweep's shortcuts (defaults 8, 8, True); results are identical.");

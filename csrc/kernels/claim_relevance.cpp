@@ -108,6 +108,7 @@ void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc
   });
 
   // Stage 2: one block of claims against all docs of its query.
+  const int64_t n_tasks = static_cast<int64_t>(tasks.size());
   parallel_for(static_cast<int64_t>(tasks.size()), 8, workers, [&](int64_t t0, int64_t t1, int worker) {
     Scratch& s = scratch_of(worker);
     for (int64_t t = t0; t < t1; ++t) {
@@ -129,7 +130,19 @@ void claim_relevance(const float* query_emb, int64_t n_queries, const float* doc
           w = s.w_block;
         }
         if (n_c == 0) continue;
-        prims.dot_tile(claims, n_c, doc_emb + lo * d, n_r, d, s.dots, n_r);
+        // While the last block's tile computes, the next task's claims and first docs are
+        // fetched: one core has only ~16 misses in flight, so the stream would otherwise pause
+        // during the arithmetic (1 thread at Q = 10,000 x (10 docs, 8 claims): 36.5 -> 31 ms).
+        simd::PrefetchSpans next;
+        if (hi == dhi && t + 1 < n_tasks) {
+          const Task& nt = tasks[static_cast<size_t>(t + 1)];
+          const int64_t nd_lo = doc_offsets[nt.query], nd_hi = std::min(doc_offsets[nt.query + 1], nd_lo + kDocBlock);
+          next.next[0] = reinterpret_cast<const char*>(claim_emb + nt.claim_lo * d);
+          next.end[0] = reinterpret_cast<const char*>(claim_emb + nt.claim_hi * d);
+          next.next[1] = reinterpret_cast<const char*>(doc_emb + nd_lo * d);
+          next.end[1] = reinterpret_cast<const char*>(doc_emb + nd_hi * d);
+        }
+        prims.dot_tile(claims, n_c, doc_emb + lo * d, n_r, d, s.dots, n_r, &next);
         for (int64_t i = 0; i < n_c; ++i) {
           const float* row = s.dots + i * n_r;
           float m = s.best[i];

@@ -12,6 +12,24 @@
 
 namespace rrag::simd {
 
+// Cache lines to prefetch while dot_tile computes (claim_relevance passes the next task's
+// rows): one core has only so many misses in flight, so memory must stay busy during the
+// arithmetic too. dot_tile spreads the lines of the spans over its steps along k.
+struct PrefetchSpans {
+  const char* next[2] = {nullptr, nullptr};
+  const char* end[2] = {nullptr, nullptr};
+  int64_t lines() const {
+    int64_t n = 0;
+    for (int s = 0; s < 2; ++s) n += next[s] < end[s] ? (end[s] - next[s] + 63) / 64 : 0;
+    return n;
+  }
+  // Up to `count` lines, in order.
+  void issue(int count) {
+    for (int s = 0; s < 2 && count > 0; ++s)
+      for (; next[s] < end[s] && count > 0; next[s] += 64, --count) __builtin_prefetch(next[s], 0, 3);
+  }
+};
+
 struct Primitives {
   const char* name;
   int lanes;
@@ -20,9 +38,10 @@ struct Primitives {
   // For the n rows of x: dots[r] = <q, x_r>, sqnorms[r] = <x_r, x_r>, in one pass over x.
   void (*dot_sqnorm_one_to_many)(const float* q, const float* x, int64_t n, int64_t d,
                                  float* dots, float* sqnorms);
-  // c[i * ldc + j] = <a_i, b_j> for i < m, j < n (a: m x d, b: n x d, both row-major).
+  // c[i * ldc + j] = <a_i, b_j> for i < m, j < n (a: m x d, b: n x d, both row-major);
+  // prefetches the lines of `prefetch` (may be null) along the way.
   void (*dot_tile)(const float* a, int64_t m, const float* b, int64_t n, int64_t d, float* c,
-                   int64_t ldc);
+                   int64_t ldc, PrefetchSpans* prefetch);
 
   // Packed GEMM for large tiles (cosine_matrix, topk_cosine): rows are packed into panels
   // of gemm_mr (left operand) or gemm_nr (right operand) rows, stored k-major and
@@ -58,6 +77,11 @@ struct Primitives {
   // lo <= key <= lo + span. Unsigned 64-bit arithmetic; bits past `count` are 0.
   void (*split_key_bits)(uint64_t base, const int64_t* perm, int64_t count, uint64_t lo, uint64_t span,
                          uint64_t* below, uint64_t* window);
+
+  // Conformal quantile bands, over x[0..n) (float64): adds #{x < lo} to *below, writes the x
+  // with lo <= x <= hi to members (in order; members must hold n + 8 doubles) and returns how
+  // many. NaN is neither. Counts and members are the same at every ISA.
+  int64_t (*band_gather)(const double* x, int64_t n, double lo, double hi, double* members, int64_t* below);
 };
 
 // Longest response r_score_short takes (a sort is cheaper beyond).

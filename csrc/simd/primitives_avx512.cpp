@@ -143,6 +143,22 @@ struct Avx512Traits {
   // Up to 8 claims in one vector: kept and supported counts of every lane's threshold
   // accumulate as exact doubles (one compare per claim d: lanes c with s_c <= s_d gain 1),
   // one vector division, and a masked maximum of the hits. Longer responses: the scalar path.
+  // 8 values per step: two compares, a compress of the members into the low lanes and a full
+  // (unmasked) store, the write position advanced by the member count.
+  static int64_t band_gather(const double* x, int64_t n, double lo, double hi, double* members, int64_t* below) {
+    const __m512d vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
+    int64_t m = 0, b = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m512d v = _mm512_loadu_pd(x + i);
+      const __mmask8 lt = _mm512_cmp_pd_mask(v, vlo, _CMP_LT_OQ);
+      const __mmask8 in = _mm512_cmp_pd_mask(v, vlo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(v, vhi, _CMP_LE_OQ);
+      _mm512_storeu_pd(members + m, _mm512_maskz_compress_pd(in, v));
+      b += __builtin_popcount(lt);
+      m += __builtin_popcount(in);
+    }
+    *below += b;
+    return m + impl::band_gather_scalar(x + i, n - i, lo, hi, members + m, below);
+  }
   static double r_score_short(const double* s, const bool* ok, int64_t p, double a, double sentinel) {
     if (p > 8) return impl::r_score_short_scalar(s, ok, p, a, sentinel);
     const __mmask8 lanes = __mmask8((1u << p) - 1u);

@@ -51,52 +51,58 @@ void row_sqnorms(const float* x, int64_t n, int64_t d, float* out) {
   for (; r0 < n; ++r0) out[r0] = dot_one<T>(x + r0 * d, x + r0 * d, d);
 }
 
-// Four rows at a time so that eight independent FMA chains hide the FMA latency; each row's
-// own arithmetic is the same as dot_one, so interleaving does not change any result.
-template <class T>
-void dot_sqnorm_one_to_many(const float* q, const float* x, int64_t n, int64_t d, float* dots,
+// R rows at a time so that 2R independent FMA chains hide the FMA latency; each row's own
+// arithmetic is the same as dot_one, so interleaving does not change any result. Rows past n
+// (an edge group) are clamped to the last row and their results dropped.
+template <class T, int R>
+inline void dot_sqnorm_rows(const float* q, const float* x, int64_t r0, int64_t n, int64_t d, float* dots,
                             float* sqnorms) {
   using V = typename T::V;
-  constexpr int R = 4;
-  for (int64_t r0 = 0; r0 < n; r0 += R) {
-    const float* rows[R];
-    for (int i = 0; i < R; ++i) rows[i] = x + std::min<int64_t>(r0 + i, n - 1) * d;
-    V acc_dot[R], acc_sq[R];
-    for (int i = 0; i < R; ++i) acc_dot[i] = acc_sq[i] = T::zero();
-    int64_t k = 0;
-    for (; k + T::W <= d; k += T::W) {
-      const V qv = T::load(q + k);
-      for (int i = 0; i < R; ++i) {
-        __builtin_prefetch(rows[i] + k + kPrefetchGroups * R * d, 0, 3);
-        const V xv = T::load(rows[i] + k);
-        acc_dot[i] = T::fma(qv, xv, acc_dot[i]);
-        acc_sq[i] = T::fma(xv, xv, acc_sq[i]);
-      }
+  const float* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = x + std::min<int64_t>(r0 + i, n - 1) * d;
+  V acc_dot[R], acc_sq[R];
+  for (int i = 0; i < R; ++i) acc_dot[i] = acc_sq[i] = T::zero();
+  int64_t k = 0;
+  for (; k + T::W <= d; k += T::W) {
+    const V qv = T::load(q + k);
+    for (int i = 0; i < R; ++i) {
+      __builtin_prefetch(rows[i] + k + kPrefetchGroups * 4 * d, 0, 3);
+      const V xv = T::load(rows[i] + k);
+      acc_dot[i] = T::fma(qv, xv, acc_dot[i]);
+      acc_sq[i] = T::fma(xv, xv, acc_sq[i]);
     }
-    if (k < d) {
-      const int tail = int(d - k);
-      const V qv = T::load_tail(q + k, tail);
-      for (int i = 0; i < R; ++i) {
-        const V xv = T::load_tail(rows[i] + k, tail);
-        acc_dot[i] = T::fma(qv, xv, acc_dot[i]);
-        acc_sq[i] = T::fma(xv, xv, acc_sq[i]);
-      }
+  }
+  if (k < d) {
+    const int tail = int(d - k);
+    const V qv = T::load_tail(q + k, tail);
+    for (int i = 0; i < R; ++i) {
+      const V xv = T::load_tail(rows[i] + k, tail);
+      acc_dot[i] = T::fma(qv, xv, acc_dot[i]);
+      acc_sq[i] = T::fma(xv, xv, acc_sq[i]);
     }
-    for (int i = 0; i < R && r0 + i < n; ++i) {
-      dots[r0 + i] = T::reduce(acc_dot[i]);
-      sqnorms[r0 + i] = T::reduce(acc_sq[i]);
-    }
+  }
+  for (int i = 0; i < R && r0 + i < n; ++i) {
+    dots[r0 + i] = T::reduce(acc_dot[i]);
+    sqnorms[r0 + i] = T::reduce(acc_sq[i]);
   }
 }
 
-// Register-blocked MR x NR micro-tile. Edge tiles clamp their row pointers to the last
-// valid row and discard the extra results, so every output element is produced by this one
-// code path in the canonical order, whatever its position.
+// Groups of 4 rows; a last group of 1 or 2 rows takes the 2-row path (no clamped work).
 template <class T>
+void dot_sqnorm_one_to_many(const float* q, const float* x, int64_t n, int64_t d, float* dots,
+                            float* sqnorms) {
+  int64_t r0 = 0;
+  for (; r0 + 2 < n; r0 += 4) dot_sqnorm_rows<T, 4>(q, x, r0, n, d, dots, sqnorms);
+  if (r0 < n) dot_sqnorm_rows<T, 2>(q, x, r0, n, d, dots, sqnorms);
+}
+
+// Register-blocked MR x NR micro-tile. Edge tiles clamp their row pointers to the last
+// valid row and discard the extra results, so every output element is produced by one FMA
+// chain over k in the canonical order, whatever its position or the tile's shape.
+template <class T, int MR, int NR>
 inline void micro_tile(const float* a, int64_t m, int64_t i0, const float* b, int64_t n,
-                       int64_t j0, int64_t d, float* c, int64_t ldc) {
+                       int64_t j0, int64_t d, float* c, int64_t ldc, PrefetchSpans* pf, int pf_per_step) {
   using V = typename T::V;
-  constexpr int MR = T::MR, NR = T::NR;
   const float* arow[MR];
   const float* brow[NR];
   for (int i = 0; i < MR; ++i) arow[i] = a + std::min<int64_t>(i0 + i, m - 1) * d;
@@ -106,6 +112,7 @@ inline void micro_tile(const float* a, int64_t m, int64_t i0, const float* b, in
     for (int j = 0; j < NR; ++j) acc[i][j] = T::zero();
   int64_t k = 0;
   for (; k + T::W <= d; k += T::W) {
+    if (pf != nullptr) pf->issue(pf_per_step);
     V bv[NR];
     for (int j = 0; j < NR; ++j) bv[j] = T::load(brow[j] + k);
     for (int i = 0; i < MR; ++i) {
@@ -124,7 +131,7 @@ inline void micro_tile(const float* a, int64_t m, int64_t i0, const float* b, in
   }
   const int mi = int(std::min<int64_t>(MR, m - i0));
   const int nj = int(std::min<int64_t>(NR, n - j0));
-  if constexpr (T::kTileReduce) {
+  if constexpr (T::kTileReduce && MR == T::MR && NR == T::NR) {
     // All MR x NR sums at once, in the same addition tree as T::reduce (same bits).
     alignas(64) float col_major[MR * NR];
     T::reduce_tile(acc, col_major);
@@ -136,12 +143,29 @@ inline void micro_tile(const float* a, int64_t m, int64_t i0, const float* b, in
   }
 }
 
+// Full MR x NR tiles; an edge of at most half a tile's rows or columns takes the half-size
+// tile (claim_relevance's 8 claims x 10 docs: 4 x 4 tiles and a 4 x 2 edge, no clamped work).
 template <class T>
 void dot_tile(const float* a, int64_t m, const float* b, int64_t n, int64_t d, float* c,
-              int64_t ldc) {
+              int64_t ldc, PrefetchSpans* pf) {
   if (m <= 0 || n <= 0) return;
-  for (int64_t i0 = 0; i0 < m; i0 += T::MR)
-    for (int64_t j0 = 0; j0 < n; j0 += T::NR) micro_tile<T>(a, m, i0, b, n, j0, d, c, ldc);
+  constexpr int MR = T::MR, NR = T::NR, MH = MR / 2 > 0 ? MR / 2 : 1, NH = NR / 2 > 0 ? NR / 2 : 1;
+  int per_step = 0;
+  if (pf != nullptr) {
+    const int64_t steps = ((m + MR - 1) / MR) * ((n + NR - 1) / NR) * (d / T::W);
+    per_step = steps > 0 ? int(std::min<int64_t>(64, (pf->lines() + steps - 1) / steps)) : 0;
+    if (per_step == 0) pf = nullptr;
+  }
+  for (int64_t i0 = 0; i0 < m; i0 += MR) {
+    const bool short_rows = m - i0 <= MH;
+    for (int64_t j0 = 0; j0 < n; j0 += NR) {
+      const bool short_cols = n - j0 <= NH;
+      if (!short_rows && !short_cols) micro_tile<T, MR, NR>(a, m, i0, b, n, j0, d, c, ldc, pf, per_step);
+      else if (!short_rows) micro_tile<T, MR, NH>(a, m, i0, b, n, j0, d, c, ldc, pf, per_step);
+      else if (!short_cols) micro_tile<T, MH, NR>(a, m, i0, b, n, j0, d, c, ldc, pf, per_step);
+      else micro_tile<T, MH, NH>(a, m, i0, b, n, j0, d, c, ldc, pf, per_step);
+    }
+  }
 }
 
 inline void pack_panels(const float* x, int64_t rows, int64_t d, int width, float* out) {
@@ -296,11 +320,27 @@ inline void split_key_bits_scalar(uint64_t base, const int64_t* perm, int64_t co
   }
 }
 
+// Branch-free: every x is stored, the write position advances only for a member (a branch
+// would mispredict on every member, a few percent of all x).
+inline int64_t band_gather_scalar(const double* x, int64_t n, double lo, double hi, double* members,
+                                  int64_t* below) {
+  int64_t m = 0, b = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    b += v < lo ? 1 : 0;
+    members[m] = v;
+    m += (v >= lo) & (v <= hi) ? 1 : 0;
+  }
+  *below += b;
+  return m;
+}
+
 template <class T>
 Primitives make_primitives(const char* name) {
   return Primitives{name,           T::W,          &row_sqnorms<T>,  &dot_sqnorm_one_to_many<T>,
                     &dot_tile<T>,   T::GM,         T::GV * T::W,     &pack_panels,
-                    &gemm_packed<T>, &T::unsupported_max, &T::r_score_short, &T::split_key_bits};
+                    &gemm_packed<T>, &T::unsupported_max, &T::r_score_short, &T::split_key_bits,
+                    &T::band_gather};
 }
 
 }  // namespace rrag::simd::impl

@@ -24,6 +24,9 @@ struct ScalarTraits {
                              uint64_t* below, uint64_t* window) {
     impl::split_key_bits_scalar(base, perm, count, lo, span, below, window);
   }
+  static int64_t band_gather(const double* x, int64_t n, double lo, double hi, double* members, int64_t* below) {
+    return impl::band_gather_scalar(x, n, lo, hi, members, below);
+  }
   static double r_score_short(const double* s, const bool* ok, int64_t p, double a, double sentinel) {
     return impl::r_score_short_scalar(s, ok, p, a, sentinel);
   }
