@@ -9,7 +9,7 @@ import pytest
 from conformal_data import claims
 
 from rrag_kernels.ops import conformal_quantile, r_scores
-from rrag_kernels.pipelines.conformal import ClaimConformal, from_responses, hash_noise
+from rrag_kernels.pipelines.conformal import FIELDS, ClaimConformal, from_responses, hash_noise
 
 
 def test_calibrate_filter_evaluate(rng):
@@ -63,8 +63,169 @@ def test_json_round_trip(tmp_path, rng, grouped):
 def test_load_rejects_other_files(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"format": "other"}')
-    with pytest.raises(ValueError, match="^path:"):
+    with pytest.raises(ValueError, match="^format: not a ClaimConformal file"):
         ClaimConformal.load(p)
+
+
+# --------------------------------------------------------------------------- load(): every field checked
+
+_DELETE = object()  # the field is removed
+
+
+def _saved(tmp_path, grouped=False):
+    """The parsed JSON of a saved calibration (groups "0" and "1" when grouped)."""
+    off = np.arange(0, 61, 3, dtype=np.int64)  # 20 responses of 3 claims
+    s = np.linspace(0.0, 1.0, 60)
+    ok = np.arange(60) % 4 != 0
+    groups = [str(i % 2) for i in range(20)] if grouped else None
+    cc = ClaimConformal(alpha=0.2).calibrate(s, ok, off, groups=groups)
+    cc.save(tmp_path / "good.json")
+    return json.loads((tmp_path / "good.json").read_text())
+
+
+def _write(tmp_path, d, edits):
+    for path, value in edits:
+        *parents, last = path
+        target = d
+        for key in parents:
+            target = target[key]
+        if value is _DELETE:
+            del target[last]
+        else:
+            target[last] = value
+    p = tmp_path / "cal.json"
+    p.write_text(json.dumps(d))
+    return p
+
+
+# (case id, grouped, [(path of the field, new value), ...], message that must start the ValueError)
+_MALFORMED = [
+    ("no format", False, [(("format",), _DELETE)], "format: not a ClaimConformal file"),
+    ("other format", False, [(("format",), "rrag_kernels.Other")], "format: not a ClaimConformal file"),
+    ("no version", False, [(("format_version",), _DELETE)], "format_version: missing"),
+    ("newer version", False, [(("format_version",), 2)], "format_version: the file has format 2, written by a newer"),
+    ("version 0", False, [(("format_version",), 0)], "format_version: must be >= 1"),
+    ("version string", False, [(("format_version",), "1")], "format_version: expected an int"),
+    ("version float", False, [(("format_version",), 1.0)], "format_version: expected an int"),
+    ("version bool", False, [(("format_version",), True)], "format_version: expected an int"),
+    ("unknown field", False, [(("qhat",), 0.5)], "qhat: not a field of a format 1 file"),
+    ("package_version int", False, [(("package_version",), 1)], "package_version: expected a string"),
+    ("alpha string", False, [(("alpha",), "0.1")], "alpha: expected a float, got str"),
+    ("alpha null", False, [(("alpha",), None)], "alpha: expected a float, got NoneType"),
+    ("alpha bool", False, [(("alpha",), True)], "alpha: expected a float, got bool"),
+    ("alpha NaN", False, [(("alpha",), float("nan"))], r"alpha: must be in \(0, 1\)"),
+    ("alpha 0", False, [(("alpha",), 0)], r"alpha: must be in \(0, 1\)"),
+    ("alpha 1", False, [(("alpha",), 1.0)], r"alpha: must be in \(0, 1\)"),
+    ("alpha inf", False, [(("alpha",), float("inf"))], r"alpha: must be in \(0, 1\)"),
+    ("alpha huge int", False, [(("alpha",), 10**400)], "alpha: an integer of about 10\\*\\*400 is beyond the float range"),
+    ("a 0", False, [(("a",), 0.0)], r"a: the factuality level must be in \(0, 1\]"),
+    ("a 1.5", False, [(("a",), 1.5)], r"a: the factuality level must be in \(0, 1\]"),
+    ("a NaN", False, [(("a",), float("nan"))], r"a: the factuality level must be in \(0, 1\]"),
+    ("a list", False, [(("a",), [1.0])], "a: expected a float, got list"),
+    ("sentinel NaN", False, [(("sentinel",), float("nan"))], "sentinel: must not be NaN"),
+    ("sentinel 'nan'", False, [(("sentinel",), "nan")], "sentinel: expected a float, got str"),
+    ("sentinel 'Infinity'", False, [(("sentinel",), "Infinity")], "sentinel: expected a float, got str"),
+    ("sentinel null", False, [(("sentinel",), None)], "sentinel: expected a float"),
+    ("on_too_few other", False, [(("on_too_few",), "clip")], "on_too_few: expected one of"),
+    ("on_too_few list", False, [(("on_too_few",), ["inf"])], "on_too_few: expected one of"),
+    ("score_name int", False, [(("score_name",), 3)], "score_name: expected a string"),
+    ("grouped string", False, [(("grouped",), "false")], "grouped: expected a bool"),
+    ("grouped int", False, [(("grouped",), 0)], "grouped: expected a bool"),
+    ("q_hat NaN", False, [(("q_hat",), float("nan"))], "q_hat: must not be NaN"),
+    ("q_hat 'nan'", False, [(("q_hat",), "nan")], "q_hat: expected a float, got str"),
+    ("q_hat numeric string", False, [(("q_hat",), "0.5")], "q_hat: expected a float, got str"),
+    ("q_hat huge int", False, [(("q_hat",), 10**400)], "q_hat: an integer of about 10\\*\\*400 is beyond the float range"),
+    ("q_hat object, not grouped", False, [(("q_hat",), {"0": 0.5})], "q_hat: expected a float, got dict"),
+    ("n 0", False, [(("n",), 0)], "n: must satisfy 1 <= n"),
+    ("n negative", False, [(("n",), -3)], "n: must satisfy 1 <= n"),
+    ("n float", False, [(("n",), 20.0)], "n: expected an int, got float"),
+    ("n string", False, [(("n",), "20")], "n: expected an int, got str"),
+    ("n beyond int64", False, [(("n",), 2**63)], "n: must satisfy 1 <= n <= 9223372036854775807"),
+    ("hash null", False, [(("calibration_hash",), None)], "calibration_hash: expected a string"),
+    ("hash md5", False, [(("calibration_hash",), "md5:0123")], "calibration_hash: expected 'sha256:'"),
+    ("hash upper-case", False, [(("calibration_hash",), "sha256:" + "AB" * 32)],
+     "calibration_hash: expected 'sha256:'"),
+    ("hash short", False, [(("calibration_hash",), "sha256:abc")], "calibration_hash: expected 'sha256:'"),
+    ("grouped q_hat number", True, [(("q_hat",), 0.5)], r"q_hat: expected an object \{group: value\}"),
+    ("grouped n number", True, [(("n",), 20)], r"n: expected an object \{group: value\}"),
+    ("grouped no groups", True, [(("q_hat",), {}), (("n",), {})],
+     "q_hat: a grouped calibration has at least one group"),
+    ("grouped n lacks a group", True, [(("n", "1"), _DELETE)], "n: the groups must be those of q_hat, but group '1'"),
+    ("grouped n extra group", True, [(("n", "2"), 5)], "n: the groups must be those of q_hat, but group '2'"),
+    ("grouped q_hat NaN", True, [(("q_hat", "0"), float("nan"))], r"q_hat\['0'\]: must not be NaN"),
+    ("grouped q_hat string", True, [(("q_hat", "1"), "high")], r"q_hat\['1'\]: expected a float, got str"),
+    ("grouped n 0", True, [(("n", "0"), 0)], r"n\['0'\]: must satisfy 1 <="),
+    ("grouped n float", True, [(("n", "1"), 10.5)], r"n\['1'\]: expected an int, got float"),
+]
+_MALFORMED += [(f"no {field}", False, [((field,), _DELETE)], f"{field}: missing")
+               for field in FIELDS if field not in ("format", "format_version")]
+
+
+@pytest.mark.parametrize("grouped, edits, message", [c[1:] for c in _MALFORMED], ids=[c[0] for c in _MALFORMED])
+def test_load_rejects_each_malformed_field(tmp_path, grouped, edits, message):
+    path = _write(tmp_path, _saved(tmp_path, grouped), edits)
+    with pytest.raises(ValueError, match="^" + message) as info:
+        ClaimConformal.load(path)
+    assert str(info.value).endswith(f"(in {path})")  # the message names the file too
+
+
+# (case id, file content, message that must start the ValueError)
+_BAD_FILES = [
+    ("empty file", b"", "path: .* is not valid JSON"),
+    ("truncated JSON", b'{"format": "rrag_kernels.ClaimConformal", ', "path: .* is not valid JSON"),
+    ("not UTF-8", b'{"format": "\xff"}', "path: .* is not UTF-8 text"),
+    ("top-level list", b"[1, 2]", "path: expected a JSON object at the top level, got list"),
+    ("top-level number", b"0.5", "path: expected a JSON object at the top level, got float"),
+    ("deep nesting", b"[" * 100_000 + b"]" * 100_000, "path: "),
+    ("integer of 5000 digits", b'{"q_hat": ' + b"9" * 5000 + b"}", "path: .* is not valid JSON"),
+]
+
+
+@pytest.mark.parametrize("content, message", [c[1:] for c in _BAD_FILES], ids=[c[0] for c in _BAD_FILES])
+def test_load_rejects_unreadable_files(tmp_path, content, message):
+    path = tmp_path / "cal.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="^" + message):
+        ClaimConformal.load(path)
+
+
+def test_load_rejects_a_field_given_twice_and_a_nan_literal(tmp_path):
+    good = _saved(tmp_path)
+    text = json.dumps(good)
+    path = tmp_path / "cal.json"
+    path.write_text('{"alpha": 0.5, ' + text[1:])  # json.loads alone would keep the last alpha
+    with pytest.raises(ValueError, match="^alpha: appears twice"):
+        ClaimConformal.load(path)
+    # The issue's case: a NaN q_hat was accepted and then silently kept nothing.
+    path.write_text(text.replace(f'"q_hat": {json.dumps(good["q_hat"])}', '"q_hat": NaN'))
+    assert "NaN" in path.read_text()
+    with pytest.raises(ValueError, match="^q_hat: must not be NaN"):
+        ClaimConformal.load(path)
+    with pytest.raises(ValueError, match="^path: expected a JSON object"):
+        ClaimConformal.from_dict([good])
+
+
+def test_load_round_trips_infinities(tmp_path):
+    """inf / -inf are written as strings and read back; JSON's Infinity literal reads too."""
+    off = np.array([0, 2, 4], dtype=np.int64)
+    cc = ClaimConformal(alpha=0.05).calibrate([0.1, 0.9, 0.5, 0.7], [True, False, True, True], off)
+    assert cc.q_hat == np.inf and cc.sentinel == -np.inf  # too few responses: keep nothing
+    cc.save(tmp_path / "cal.json")
+    d = json.loads((tmp_path / "cal.json").read_text())
+    assert d["q_hat"] == "inf" and d["sentinel"] == "-inf"
+    back = ClaimConformal.load(tmp_path / "cal.json")
+    assert (back.q_hat, back.sentinel, back.n, back.alpha, back.a) == (np.inf, -np.inf, 2, 0.05, 1.0)
+    assert back.to_dict() == cc.to_dict()
+    d["q_hat"], d["sentinel"] = float("inf"), -1.0
+    (tmp_path / "lit.json").write_text(json.dumps(d))  # Infinity, as json.dumps writes it
+    assert ClaimConformal.load(tmp_path / "lit.json").q_hat == np.inf
+
+
+def test_constructor_checks_on_too_few_and_score_name():
+    with pytest.raises(ValueError, match="^on_too_few: expected one of"):
+        ClaimConformal(on_too_few="clip")
+    with pytest.raises(TypeError, match="^score_name: expected a string"):
+        ClaimConformal(score_name=None)
 
 
 def test_errors(rng):

@@ -217,7 +217,7 @@ def test_load_lexical_and_default(tmp_path, monkeypatch):
     (tmp_path / "no_models" / "half").mkdir(parents=True)  # a model dir without model.onnx is ignored
     (tmp_path / "no_models" / "half" / "config.json").write_text("{}")
     assert nli.default_model_dir() is None
-    with pytest.raises(ValueError, match="name_or_path"):
+    with pytest.raises(ValueError, match="^name: empty"):
         nli.load("  ")
 
 

@@ -13,8 +13,10 @@ Implementations
     :mod:`rrag_kernels.models.nli` (``nli.load(...)``, ``OnnxNLI``, ``CrossEncoderNLI``,
     ``LexicalNLI``, ``EnsembleNLI``).
 Text helpers (:mod:`.text`)
-    :func:`split_sentences`, :func:`url_domain`, :func:`domain_category`,
-    :func:`trust_score`, :data:`DEFAULT_TRUST`.
+    :func:`clean_text` (the one cleaning rule: lone surrogates -> U+FFFD, control
+    characters -> space; every scorer, embedder and retriever here applies it to the text
+    it receives before a tokenizer sees it), :func:`split_sentences`, :func:`url_domain`,
+    :func:`domain_category`, :func:`trust_score`, :data:`DEFAULT_TRUST`.
 
 Model libraries (torch, sentence-transformers, onnxruntime, faiss) are imported only when a
 model is built, never when this package is imported.
@@ -26,7 +28,7 @@ from . import nli
 from .embed import MiniLMEmbedder
 from .protocols import Embedder, NLIScorer, Retriever
 from .retrieval import DenseRetriever
-from .text import DEFAULT_TRUST, domain_category, split_sentences, trust_score, url_domain
+from .text import DEFAULT_TRUST, clean_text, domain_category, split_sentences, trust_score, url_domain
 
 __all__ = [
     "DEFAULT_TRUST",
@@ -35,6 +37,7 @@ __all__ = [
     "MiniLMEmbedder",
     "NLIScorer",
     "Retriever",
+    "clean_text",
     "domain_category",
     "nli",
     "split_sentences",

@@ -8,6 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .text import clean_texts
+
 logger = logging.getLogger("rrag_kernels")
 
 
@@ -45,11 +47,22 @@ class MiniLMEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts.
 
+        Parameters
+        ----------
+        texts : sequence of str, length n
+            Each is cleaned by :func:`rrag_kernels.models.clean_text` before the tokenizer
+            reads it (lone surrogates become U+FFFD, control characters spaces).
+
         Returns
         -------
-        ndarray, shape (len(texts), 384), float32, unit rows
+        ndarray, shape (n, 384), float32, unit rows
+
+        Raises
+        ------
+        TypeError
+            ``texts`` is a bare str, not a sequence, or holds a non-str.
         """
-        texts = list(texts)
+        texts = clean_texts(texts)
         if not texts:
             return np.zeros((0, self._model.get_sentence_embedding_dimension()), dtype=np.float32)
         emb = self._model.encode(

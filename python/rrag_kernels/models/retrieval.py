@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ops import topk_cosine
 from .protocols import Embedder
+from .text import clean_text
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -23,7 +24,9 @@ class DenseRetriever:
     Parameters
     ----------
     passages : sequence of dict
-        Each with ``text`` (str); other keys are returned untouched.
+        Each with ``text`` (str), kept (and returned) as cleaned by
+        :func:`rrag_kernels.models.clean_text`, so the embedder only ever reads clean text;
+        other keys are returned untouched.
     embedder : Embedder
     use_faiss : bool or None
         None: use faiss when importable.
@@ -34,6 +37,7 @@ class DenseRetriever:
         for n, p in enumerate(self.passages):
             if not isinstance(p.get("text"), str):
                 raise TypeError(f"passages: item {n} has no str 'text'")
+            p["text"] = clean_text(p["text"])
         self.embedder = embedder
         self._emb = np.ascontiguousarray(embedder.encode([p["text"] for p in self.passages]), dtype=np.float32)
         self._index = None
@@ -52,11 +56,12 @@ class DenseRetriever:
 
     def search(self, query: str, k: int) -> list[dict[str, Any]]:
         """The k passages most similar to ``query`` (fewer when the pool is smaller),
-        each a copy of the passage dict with ``retrieval_score`` set to the cosine."""
+        each a copy of the passage dict with ``retrieval_score`` set to the cosine.
+        ``query`` is cleaned by :func:`rrag_kernels.models.clean_text` before it is embedded."""
         if not self.passages or k < 1:
             return []
         k = min(int(k), len(self.passages))
-        q = np.ascontiguousarray(self.embedder.encode([query]), dtype=np.float32)
+        q = np.ascontiguousarray(self.embedder.encode([clean_text(query)]), dtype=np.float32)
         if self._index is not None:
             norm = np.linalg.norm(q)
             scores, idx = self._index.search(q / norm if norm > 0 else q, k)

@@ -73,6 +73,8 @@ from __future__ import annotations
 from ._validation import (
     LABELS,
     as_claims,
+    check_bool,
+    check_choice,
     check_int,
     check_memory_budget,
     get_memory_budget,
@@ -126,6 +128,8 @@ __all__ = [
     "label_columns",
     # shared argument rules
     "as_claims",
+    "check_bool",
+    "check_choice",
     "check_int",
     "check_level_a",
     "check_memory_budget",

@@ -286,10 +286,16 @@ def check_int(value: Any, name: str, *, minimum: int = 0, maximum: int | None = 
 
 
 def check_real(value: Any, name: str) -> float:
-    """A real number (int or float, never bool) as a Python float."""
+    """A real number (int or float, never bool) as a Python float; ValueError for an
+    integer beyond the float range (10**400)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        # Neither str() nor a float format works on such an int (digit limit, overflow).
+        magnitude = int(int(value).bit_length() * 0.30103)
+        raise ValueError(f"{name}: an integer of about 10**{magnitude} is beyond the float range") from None
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

@@ -23,13 +23,19 @@ Backends
 Both model backends read the label order from the model's config (``id2label``), batch
 pairs by token length, truncate over-long pairs with a logged warning, and return the
 columns in the order above. Model libraries are imported only when a model is loaded.
+Every scorer cleans its texts with :func:`rrag_kernels.models.clean_text` first (lone
+surrogates -> U+FFFD, control characters -> space), so no tokenizer sees invalid text.
 
-Use :func:`load` to get one by name.
+Use :func:`load` to get one by name: ``None`` (the default), a packaged name
+(:func:`packaged_names`: ``"minilm-nli"``, ``"lexical"``, ``"ensemble"``), a local path or
+a hub id ``"org/model"``; a bare name that is none of these fails at once.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +46,7 @@ from .lexical import LexicalNLI
 from .onnx_nli import OnnxNLI, find_onnx_file
 
 __all__ = [
+    "BUILTIN_NAMES",
     "LABELS",
     "CrossEncoderNLI",
     "EnsembleNLI",
@@ -50,6 +57,7 @@ __all__ = [
     "default_model_dir",
     "label_permutation",
     "load",
+    "packaged_names",
 ]
 
 #: Where packaged ONNX NLI models live: ``rrag_kernels/models/nli/packaged/<name>/model.onnx``
@@ -71,31 +79,113 @@ def default_model_dir() -> Path | None:
     return None
 
 
+#: Names :func:`load` builds a scorer for in code (no model directory of their own).
+BUILTIN_NAMES = ("lexical", "ensemble")
+
+# A model-hub id as the Hugging Face hub spells them, "org/model" (ASCII letters, digits,
+# "-", "_", "."): the only bare form that CrossEncoderNLI may look up on a hub.
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _packaged_model_names() -> list[str]:
+    """The directories under ``packaged/``, in name order (hidden and ``_`` ones left out)."""
+    if not PACKAGED_DIR.is_dir():
+        return []
+    return sorted(p.name for p in PACKAGED_DIR.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+
+
+def packaged_names() -> tuple[str, ...]:
+    """The names :func:`load` resolves offline, without touching a hub.
+
+    Returns
+    -------
+    tuple of str
+        Each directory under ``rrag_kernels/models/nli/packaged/`` (in name order; the
+        packaged ONNX model is ``"minilm-nli"``), then :data:`BUILTIN_NAMES`
+        (``"lexical"``, ``"ensemble"``).
+    """
+    return (*_packaged_model_names(), *BUILTIN_NAMES)
+
+
 def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~", ".\\", "..\\")) or os.path.isabs(name) or name in (".", "..")
 
 
-def load(name_or_path: str | os.PathLike | None = None, **kwargs: Any) -> NLIScorer:
+def _default_scorer(**kwargs: Any) -> NLIScorer:
+    """``load(None)``: the packaged ONNX model when it and onnxruntime are there, else LexicalNLI."""
+    d = default_model_dir()
+    if d is None:
+        return LexicalNLI(**kwargs)
+    try:
+        import onnxruntime  # noqa: F401
+        import tokenizers  # noqa: F401
+    except ImportError:
+        logger.warning(
+            "rrag_kernels.models.nli.load: the packaged NLI model %s needs onnxruntime and tokenizers "
+            "(pip install 'rrag_kernels[nli]'); using the model-free LexicalNLI instead", d.name,
+        )
+        return LexicalNLI(**kwargs)
+    return OnnxNLI(d, **kwargs)
+
+
+def _path_scorer(path: Path, **kwargs: Any) -> NLIScorer:
+    """A model at an existing local path: OnnxNLI for a ``.onnx`` file or a directory holding
+    an ONNX graph, CrossEncoderNLI for another directory."""
+    if not path.is_dir():
+        if path.suffix != ".onnx":
+            raise ValueError(f"name: {str(path)!r} is a file but not an ONNX model (.onnx); give the model directory")
+        return OnnxNLI(path, **kwargs)
+    if find_onnx_file(path, kwargs.get("file_name")) is not None:
+        return OnnxNLI(path, **kwargs)
+    return CrossEncoderNLI(path, **kwargs)
+
+
+def _unknown_name(name: str) -> ValueError:
+    names = packaged_names()
+    close = difflib.get_close_matches(name.lower(), names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ValueError(
+        f"name: unknown NLI model {name!r}{hint}; the packaged names are "
+        f"{', '.join(repr(n) for n in names)} (or None for the default); a hub id looks like "
+        f"'org/model', and a local path must exist"
+    )
+
+
+def load(name: str | os.PathLike | None = None, **kwargs: Any) -> NLIScorer:
     """Get an NLI scorer by name, offline by default.
 
     Parameters
     ----------
-    name_or_path : str, os.PathLike or None
+    name : str, os.PathLike or None
+        Resolved in this order:
+
         * ``None``: the default -- the ONNX model shipped in
           ``rrag_kernels/models/nli/packaged/<name>/`` when present and onnxruntime is installed
           (:class:`OnnxNLI`), else :class:`LexicalNLI` (no model needed).
-        * ``"lexical"``: :class:`LexicalNLI`.
-        * ``"ensemble"``: :class:`EnsembleNLI` of the packaged model and LexicalNLI (equal
-          weights; ``kwargs`` go to the model's :class:`OnnxNLI`); FileNotFoundError when the
-          packaged model is absent.
-        * a local directory holding ``model.onnx`` or ``onnx/model.onnx`` (or a ``.onnx``
-          file): :class:`OnnxNLI`.
-        * another local directory, or a hub-style name such as
-          ``"cross-encoder/nli-deberta-v3-base"``: :class:`CrossEncoderNLI` (a hub name
-          fails with an OSError when the model is neither cached nor downloadable).
+        * a packaged name (:func:`packaged_names`; case-insensitive, surrounding spaces
+          ignored), never looked up on a hub:
+
+          - ``"minilm-nli"`` (any directory under ``packaged/``): that packaged model
+            (:class:`OnnxNLI`);
+          - ``"lexical"``: :class:`LexicalNLI`;
+          - ``"ensemble"``: :class:`EnsembleNLI` of the packaged model and LexicalNLI
+            (equal weights; ``kwargs`` go to the model's :class:`OnnxNLI`);
+            FileNotFoundError when the packaged model is absent.
+
+          A local directory of the same name is read as a path when written as one
+          (``"./lexical"``).
+        * an existing local path: a ``.onnx`` file or a directory holding ``model.onnx`` or
+          ``onnx/model.onnx`` -> :class:`OnnxNLI`; another directory ->
+          :class:`CrossEncoderNLI`. An ``os.PathLike`` is always a path.
+        * a hub id ``"org/model"`` (e.g. ``"cross-encoder/nli-deberta-v3-base"``) that is
+          not an existing path -> :class:`CrossEncoderNLI`, from the local Hugging Face
+          cache or the hub. When ``HF_HUB_OFFLINE`` is set or the hub cannot be reached,
+          only the cache is read, and a model not in it fails at once with an OSError.
+        * anything else (a bare name such as a typo ``"minlm-nli"``, or a path that does not
+          exist) fails at once; nothing is downloaded.
     **kwargs
         Passed to the chosen class (e.g. ``batch_size``, ``max_length``, ``providers``,
-        ``device``; ``embedder`` for LexicalNLI).
+        ``device``, ``local_files_only``; ``embedder`` for LexicalNLI).
 
     Returns
     -------
@@ -106,43 +196,44 @@ def load(name_or_path: str | os.PathLike | None = None, **kwargs: Any) -> NLISco
     Raises
     ------
     TypeError
-        ``name_or_path`` is not a str, a path or None.
+        ``name`` is not a str, a path or None.
+    ValueError
+        ``name`` is empty, a bare name that is neither a packaged name nor an existing
+        path (the message lists :func:`packaged_names`), or a file other than ``.onnx``.
     FileNotFoundError
-        ``name_or_path`` is written as a path (absolute, ``./``, ``../``, ``~``) that does
-        not exist.
+        ``name`` is an ``os.PathLike`` or written as a path (``/``, ``./``, ``../``, ``~``,
+        or more than one ``/``) that does not exist.
+    OSError
+        A hub id that is neither in the local cache nor downloadable.
     """
-    if name_or_path is None:
-        d = default_model_dir()
-        if d is not None:
-            try:
-                import onnxruntime  # noqa: F401
-                import tokenizers  # noqa: F401
-            except ImportError:
-                logger.warning(
-                    "rrag_kernels.models.nli.load: the packaged NLI model %s needs onnxruntime and tokenizers "
-                    "(pip install 'rrag_kernels[nli]'); using the model-free LexicalNLI instead", d.name,
-                )
-                return LexicalNLI(**kwargs)
-            return OnnxNLI(d, **kwargs)
+    if name is None:
+        return _default_scorer(**kwargs)
+    if not isinstance(name, (str, os.PathLike)):
+        raise TypeError(f"name: expected a model name, a path or None, got {type(name).__name__}")
+    if isinstance(name, os.PathLike):
+        path = Path(name).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"name: no such model file or directory: {os.fspath(name)!r}")
+        return _path_scorer(path, **kwargs)
+    key = name.strip().lower()
+    if not key:
+        raise ValueError("name: empty model name")
+    if key == "lexical":
         return LexicalNLI(**kwargs)
-    if not isinstance(name_or_path, (str, os.PathLike)):
-        raise TypeError(f"name_or_path: expected a model name, a directory or None, got {type(name_or_path).__name__}")
-    name = os.fspath(name_or_path)
-    if not name.strip():
-        raise ValueError("name_or_path: empty model name")
-    if name.strip().lower() == "lexical":
-        return LexicalNLI(**kwargs)
-    if name.strip().lower() == "ensemble":
+    if key == "ensemble":
         from .ensemble import default_ensemble
 
         return default_ensemble(**kwargs)
+    packaged = {n.lower(): n for n in _packaged_model_names()}
+    if key in packaged:
+        return OnnxNLI(PACKAGED_DIR / packaged[key], **kwargs)
     path = Path(name).expanduser()
-    if path.is_file() and path.suffix == ".onnx":
-        return OnnxNLI(path, **kwargs)
-    if path.is_dir():
-        if find_onnx_file(path, kwargs.get("file_name")) is not None:
-            return OnnxNLI(path, **kwargs)
-        return CrossEncoderNLI(path, **kwargs)
-    if isinstance(name_or_path, os.PathLike) or _looks_like_path(name):
-        raise FileNotFoundError(f"name_or_path: no such model directory: {name!r}")
-    return CrossEncoderNLI(name, **kwargs)
+    if path.exists():
+        return _path_scorer(path, **kwargs)
+    if _HUB_ID.fullmatch(name) and ".." not in name:
+        return CrossEncoderNLI(name, **kwargs)
+    if _looks_like_path(name):
+        raise FileNotFoundError(f"name: no such model file or directory: {name!r}")
+    if "/" in name or "\\" in name:
+        raise FileNotFoundError(f"name: no such model file or directory: {name!r} (nor a hub id, which is 'org/model')")
+    raise _unknown_name(name)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ...ops import LABELS, label_order_columns
 from ..protocols import NLIScorer
+from ..text import clean_texts
 
 __all__ = ["LABELS", "NLIScorer", "check_pairs", "empty_probs", "label_permutation", "length_buckets",
            "softmax_rows"]
@@ -18,25 +19,18 @@ logger = logging.getLogger("rrag_kernels")
 
 
 def check_pairs(premises: Any, hypotheses: Any) -> tuple[list[str], list[str]]:
-    """Validate the two text lists of ``predict_proba``; return them as lists.
+    """Validate the two text lists of ``predict_proba``; return them as lists, each text
+    cleaned by :func:`rrag_kernels.models.clean_text` (what every scorer's tokenizer reads).
 
     Raises TypeError for anything that is not a sequence of str (a bare str included) and
     ValueError when the lengths differ; messages start with the argument name.
     """
-    out = []
-    for name, seq in (("premises", premises), ("hypotheses", hypotheses)):
-        if isinstance(seq, (str, bytes)) or not isinstance(seq, Sequence) and not isinstance(seq, np.ndarray):
-            raise TypeError(f"{name}: expected a list of str, got {type(seq).__name__}")
-        seq = list(seq)
-        for k, item in enumerate(seq):
-            if not isinstance(item, str):
-                raise TypeError(f"{name}[{k}]: expected str, got {type(item).__name__}")
-        out.append(seq)
-    if len(out[0]) != len(out[1]):
+    premises, hypotheses = clean_texts(premises, "premises"), clean_texts(hypotheses, "hypotheses")
+    if len(premises) != len(hypotheses):
         raise ValueError(
-            f"hypotheses: expected {len(out[0])} items (one per premise), got {len(out[1])}"
+            f"hypotheses: expected {len(premises)} items (one per premise), got {len(hypotheses)}"
         )
-    return out[0], out[1]
+    return premises, hypotheses
 
 
 def label_permutation(id2label: Any, *, source: str = "config.json") -> np.ndarray:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -15,11 +18,51 @@ from .onnx_nli import _read_json, truncate_warning
 
 logger = logging.getLogger("rrag_kernels")
 
-__all__ = ["CrossEncoderNLI"]
+__all__ = ["HUB_PROBE_TIMEOUT_S", "CrossEncoderNLI"]
 
 
 def _offline() -> bool:
     return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+#: Seconds the hub probe waits for a TCP connection (DNS lookup included).
+HUB_PROBE_TIMEOUT_S = 3.0
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy")
+
+
+def _hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the model hub cannot be reached, or None when it can (or when it cannot be told).
+
+    One TCP connection to the hub endpoint (``HF_ENDPOINT``, default huggingface.co:443),
+    run on a daemon thread so that a slow DNS lookup is bounded by ``timeout`` too. Without
+    it, the hub client retries a failing connection with backoff for about a minute before
+    it gives up. Behind a proxy the direct connection says nothing, so it is not tried.
+    """
+    if any(os.environ.get(v) for v in _PROXY_VARS):
+        return None
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname
+    if not host:
+        return None
+    try:
+        port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    except ValueError:
+        return None
+    outcome: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(f"{type(exc).__name__}: {exc}")
+
+    worker = threading.Thread(target=probe, name="rrag-hub-probe", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        return f"no connection to {host}:{port} within {timeout:g} s"
+    return None if outcome[0] is None else f"cannot connect to {host}:{port} ({outcome[0]})"
 
 
 class CrossEncoderNLI:
@@ -41,8 +84,11 @@ class CrossEncoderNLI:
         (longest_first) with a warning logged once per call. For a local directory, capped
         at ``model_max_length`` from its ``tokenizer_config.json`` when that is smaller.
     local_files_only : bool, optional
-        Never contact the hub. Default: True for a local directory or when
-        ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` is set, else False.
+        Never contact the hub. Default: True for a local directory, when
+        ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` is set, or when a TCP connection to
+        the hub (``HF_ENDPOINT``) fails within :data:`HUB_PROBE_TIMEOUT_S` seconds (not
+        tried behind a proxy); else False. So a hub name that is not in the cache fails
+        in seconds rather than after a minute of the hub client's retries.
     **kwargs
         Passed to ``sentence_transformers.CrossEncoder``.
 
@@ -89,8 +135,6 @@ class CrossEncoderNLI:
             if isinstance(model_max, int) and 0 < model_max < self.max_length:
                 logger.debug("CrossEncoderNLI: max_length %d capped at model_max_length %d", self.max_length, model_max)
                 self.max_length = model_max
-        if local_files_only is None:
-            local_files_only = is_dir or _offline()
         try:
             import torch
             from sentence_transformers import CrossEncoder
@@ -99,6 +143,15 @@ class CrossEncoderNLI:
                 "CrossEncoderNLI needs sentence-transformers (and torch): pip install 'rrag_kernels[nli-torch]'"
             ) from exc
         self._torch = torch
+        unreachable = None
+        if local_files_only is None:
+            local_files_only = is_dir or _offline()
+            if not local_files_only:
+                unreachable = _hub_unreachable()
+                if unreachable is not None:
+                    logger.warning("CrossEncoderNLI: the model hub is unreachable (%s); reading %r from the "
+                                   "local Hugging Face cache only", unreachable, name)
+                    local_files_only = True
         try:
             model = CrossEncoder(
                 str(Path(name).expanduser()) if is_dir else name,
@@ -108,9 +161,14 @@ class CrossEncoderNLI:
                 **kwargs,
             )
         except Exception as exc:  # OSError, ValueError, HTTP errors: all mean "cannot load"
-            where = "the local directory" if is_dir else (
-                "the local Hugging Face cache (offline)" if local_files_only else "the local cache or the model hub"
-            )
+            if is_dir:
+                where = "the local directory"
+            elif unreachable is not None:
+                where = f"the local Hugging Face cache (the model hub is unreachable: {unreachable})"
+            elif local_files_only:
+                where = "the local Hugging Face cache (offline)"
+            else:
+                where = "the local cache or the model hub"
             raise OSError(
                 f"name_or_path: cannot load the CrossEncoder {name!r} from {where}: {type(exc).__name__}: {exc}"
             ) from exc

@@ -14,7 +14,7 @@ versioned and hashed JSON), :mod:`.data` the adapters of the released claim data
 
 from __future__ import annotations
 
-from .calibrator import FORMAT_VERSION, ClaimConformal
+from .calibrator import FIELDS, FORMAT, FORMAT_VERSION, ClaimConformal
 from .data import DEFAULT_SUPPORTED, ClaimData, from_responses, hash_noise, load_claims
 from .plot import plot_tradeoff
 from .rag import (
@@ -30,6 +30,8 @@ from .rag import (
 
 __all__ = [
     "DEFAULT_SUPPORTED",
+    "FIELDS",
+    "FORMAT",
     "FORMAT_VERSION",
     "ClaimConformal",
     "ClaimData",

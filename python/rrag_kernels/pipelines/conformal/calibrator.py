@@ -1,20 +1,81 @@
-"""ClaimConformal: a model-free split-conformal claim filter (MAPIE / TorchCP shaped)."""
+"""ClaimConformal: a model-free split-conformal claim filter (MAPIE / TorchCP shaped).
+
+The saved file
+--------------
+:meth:`ClaimConformal.save` writes one JSON object, format ``"rrag_kernels.ClaimConformal"``,
+:data:`FORMAT_VERSION` 1, with exactly the fields of :data:`FIELDS`.
+:meth:`ClaimConformal.load` (and :meth:`~ClaimConformal.from_dict`) check every field and
+answer any malformed file with a ValueError whose message starts with the field's name
+(``"q_hat: must not be NaN (in cal.json)"``) or, when the file itself is unreadable as JSON,
+with ``path:``:
+
+==================  ============================================================================
+field               rule
+==================  ============================================================================
+format              the string ``"rrag_kernels.ClaimConformal"``
+format_version      an int in 1 .. :data:`FORMAT_VERSION`; a larger one is a file from a newer
+                    rrag_kernels (the message says to upgrade)
+package_version     a string (the version that wrote the file; informative)
+alpha               a number in (0, 1)
+a                   a number in (0, 1] (``check_level_a``)
+sentinel            a number, or the string ``"inf"`` / ``"-inf"``; not NaN (``check_sentinel``)
+on_too_few          ``"inf"`` or ``"raise"``
+score_name          a string
+grouped             true or false
+q_hat               grouped: a non-empty object {group: threshold}; else one threshold. A
+                    threshold is a number or ``"inf"`` / ``"-inf"`` (JSON has no infinity);
+                    never NaN (a NaN threshold would silently keep no claim)
+n                   grouped: an object with exactly the groups of ``q_hat``; else one count.
+                    A count is an int in 1 .. 2**63 - 1 (a float such as 30.0 is refused)
+calibration_hash    ``"sha256:"`` followed by 64 lower-case hex digits
+==================  ============================================================================
+
+Numbers are JSON numbers: a string where a number belongs ("0.1"), a boolean, or an
+integer beyond the float range is refused. A missing field and a field of this list that
+appears twice in the object are refused; so is any field not in the list: a version-1
+file has exactly these fields (newer formats carry a newer ``format_version``), so an
+unknown one is a typo or a hand edit that would otherwise be silently dropped.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...ops import as_claims, check_level_a, check_no_nan, check_real, check_sentinel, conformal_quantile, r_scores
+from ...ops import (
+    as_claims,
+    check_bool,
+    check_choice,
+    check_int,
+    check_level_a,
+    check_no_nan,
+    check_real,
+    check_sentinel,
+    conformal_quantile,
+    r_scores,
+)
 
-__all__ = ["ClaimConformal", "FORMAT_VERSION"]
+__all__ = ["ClaimConformal", "FIELDS", "FORMAT", "FORMAT_VERSION"]
 
+#: The ``format`` field of a saved calibration.
+FORMAT = "rrag_kernels.ClaimConformal"
+#: The newest file format this version reads and the one it writes.
 FORMAT_VERSION = 1
+#: Every field of a format-version-1 file, in the order :meth:`ClaimConformal.to_dict` writes them.
+FIELDS = ("format", "format_version", "package_version", "alpha", "a", "sentinel", "on_too_few", "score_name",
+          "grouped", "q_hat", "n", "calibration_hash")
+ON_TOO_FEW = ("inf", "raise")
+
+# How _fmt writes the infinities JSON cannot hold.
+_INFINITIES = {"inf": math.inf, "-inf": -math.inf}
+_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+_COUNT_MAX = int(np.iinfo(np.int64).max)
 
 
 def _hash(scores: np.ndarray, labels_ok: np.ndarray, offsets: np.ndarray, groups: Any) -> str:
@@ -31,8 +92,67 @@ def _fmt(x: float) -> Any:
     return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
-def _unfmt(x: Any) -> float:
-    return float(x)
+def _shown(value: Any) -> str:
+    """A value for a message, cut short (a file may hold a number with thousands of digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _read(rule: Any, value: Any, name: str, **kwargs: Any) -> Any:
+    """A shared argument rule applied to a value read from a file.
+
+    In a file a wrong kind is a wrong value: the rule's TypeError becomes a ValueError with
+    the same message (which starts with ``name``).
+    """
+    try:
+        return rule(value, name, **kwargs)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _read_threshold(value: Any, name: str) -> float:
+    """A q_hat or sentinel: a JSON number or the string "inf" / "-inf" (as _fmt writes); never NaN."""
+    if isinstance(value, str) and value in _INFINITIES:
+        return _INFINITIES[value]
+    x = _read(check_real, value, name)
+    if math.isnan(x):
+        raise ValueError(f"{name}: must not be NaN")
+    return x
+
+
+def _read_str(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _read_groups(d: dict) -> tuple[dict[str, float], dict[str, int]]:
+    """The per-group q_hat and n of a grouped file: objects with the same, non-empty keys."""
+    q_hat, n = d["q_hat"], d["n"]
+    for name, value in (("q_hat", q_hat), ("n", n)):
+        if not isinstance(value, dict):
+            raise ValueError(f"{name}: expected an object {{group: value}} (grouped is true), "
+                             f"got {type(value).__name__}")
+    if not q_hat:
+        raise ValueError("q_hat: a grouped calibration has at least one group, got {}")
+    if set(n) != set(q_hat):
+        odd = sorted(set(n) ^ set(q_hat))[0]
+        raise ValueError(f"n: the groups must be those of q_hat, but group {odd!r} is in only one of them")
+    return ({g: _read_threshold(v, f"q_hat[{g!r}]") for g, v in q_hat.items()},
+            {g: _read(check_int, n[g], f"n[{g!r}]", minimum=1, maximum=_COUNT_MAX) for g in q_hat})
+
+
+class _DuplicateField(ValueError):
+    """A field that appears twice in one JSON object (json.loads would keep the last)."""
+
+
+def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateField(f"{key}: appears twice in one JSON object")
+        out[key] = value
+    return out
 
 
 class ClaimConformal:
@@ -60,6 +180,9 @@ class ClaimConformal:
         alpha = check_real(alpha, "alpha")
         if not (0.0 < alpha < 1.0):
             raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
+        check_choice(on_too_few, "on_too_few", ON_TOO_FEW)
+        if not isinstance(score_name, str):
+            raise TypeError(f"score_name: expected a string, got {type(score_name).__name__}")
         self.alpha = alpha
         self.a = check_level_a(a)
         self.sentinel = check_sentinel(sentinel)
@@ -146,7 +269,7 @@ class ClaimConformal:
             raise RuntimeError("ClaimConformal: nothing to save; call calibrate() first")
         grouped = isinstance(self.q_hat, dict)
         return {
-            "format": "rrag_kernels.ClaimConformal",
+            "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "package_version": __version__,
             "alpha": self.alpha,
@@ -165,25 +288,86 @@ class ClaimConformal:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ClaimConformal":
-        if d.get("format") != "rrag_kernels.ClaimConformal":
-            raise ValueError("path: not a ClaimConformal file (format field missing or different)")
-        if d.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"path: unsupported format_version {d.get('format_version')} (this reads {FORMAT_VERSION})")
-        obj = cls(d["alpha"], d["a"], _unfmt(d["sentinel"]), on_too_few=d["on_too_few"], score_name=d["score_name"])
+    def from_dict(cls, d: Any) -> "ClaimConformal":
+        """A calibrator from the object :meth:`to_dict` returns (the parsed JSON of :meth:`save`).
+
+        Every field is checked (the rules are in the module docstring); group labels come
+        back as str.
+
+        Raises
+        ------
+        ValueError
+            ``d`` is not a dict; a field is missing, unknown, of the wrong kind or out of
+            range; ``format_version`` is newer than :data:`FORMAT_VERSION`. The message
+            starts with the field's name (``path:`` when ``d`` is not an object).
+        """
+        from ... import __version__
+
+        if not isinstance(d, dict):
+            raise ValueError(f"path: expected a JSON object at the top level, got {type(d).__name__}")
+        if d.get("format") != FORMAT:
+            raise ValueError(f"format: not a ClaimConformal file (expected format {FORMAT!r}, "
+                             f"got {_shown(d.get('format'))})")
+        if "format_version" not in d:
+            raise ValueError("format_version: missing")
+        version = _read(check_int, d["format_version"], "format_version", minimum=1)
+        if version > FORMAT_VERSION:
+            raise ValueError(f"format_version: the file has format {version}, written by a newer rrag_kernels "
+                             f"({_shown(d.get('package_version'))}); rrag_kernels {__version__} reads format "
+                             f"{FORMAT_VERSION} at most: upgrade rrag_kernels to load it")
+        unknown = [k for k in d if k not in FIELDS]
+        if unknown:
+            raise ValueError(f"{unknown[0]}: not a field of a format {FORMAT_VERSION} file "
+                             f"(its fields: {', '.join(FIELDS)})")
+        missing = [k for k in FIELDS if k not in d]
+        if missing:
+            raise ValueError(f"{missing[0]}: missing")
+        _read_str(d["package_version"], "package_version")
+        obj = cls(_read(check_real, d["alpha"], "alpha"), _read(check_real, d["a"], "a"),
+                  _read_threshold(d["sentinel"], "sentinel"), on_too_few=d["on_too_few"],
+                  score_name=_read_str(d["score_name"], "score_name"))
+        _read(check_bool, d["grouped"], "grouped")
         if d["grouped"]:
-            obj.q_hat = {k: _unfmt(v) for k, v in d["q_hat"].items()}
-            obj.n = dict(d["n"])
+            obj.q_hat, obj.n = _read_groups(d)
         else:
-            obj.q_hat = _unfmt(d["q_hat"])
-            obj.n = d["n"]
-        obj.data_hash = d.get("calibration_hash")
+            obj.q_hat = _read_threshold(d["q_hat"], "q_hat")
+            obj.n = _read(check_int, d["n"], "n", minimum=1, maximum=_COUNT_MAX)
+        digest = _read_str(d["calibration_hash"], "calibration_hash")
+        if not _HASH.fullmatch(digest):
+            raise ValueError(f"calibration_hash: expected 'sha256:' and 64 lower-case hex digits, got {_shown(digest)}")
+        obj.data_hash = digest
         return obj
 
     @classmethod
     def load(cls, path: str | Path) -> "ClaimConformal":
-        """Read a file written by :meth:`save` (group labels come back as str)."""
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        """Read a file written by :meth:`save` (group labels come back as str).
+
+        Raises
+        ------
+        FileNotFoundError, OSError
+            The file cannot be read.
+        ValueError
+            The file is not UTF-8 JSON (``path: ...``), or a field breaks its rule (the
+            message starts with the field's name and ends with the file's path). Never a
+            KeyError, TypeError or OverflowError from inside.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"path: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        try:
+            d = json.loads(text, object_pairs_hook=_unique_fields)
+        except _DuplicateField as exc:
+            raise ValueError(f"{exc} (in {path})") from None
+        except RecursionError:
+            raise ValueError(f"path: {path} nests JSON too deeply to be a ClaimConformal file") from None
+        except ValueError as exc:  # json.JSONDecodeError, and ints too long to convert
+            raise ValueError(f"path: {path} is not valid JSON: {exc}") from None
+        try:
+            return cls.from_dict(d)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (in {path})") from exc
 
     def __repr__(self) -> str:
         return f"ClaimConformal(alpha={self.alpha}, a={self.a}, q_hat={self.q_hat!r}, n={self.n!r})"

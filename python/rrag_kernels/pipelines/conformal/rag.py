@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ...models import DenseRetriever, Embedder, split_sentences
+from ...models import DenseRetriever, Embedder, clean_text, split_sentences
 from ...ops import check_int, check_real, claim_relevance
 from .._progress import progress_iter
 
@@ -38,11 +38,12 @@ Rewriter = Callable[[str, list, int], str]
 
 
 def _check_question(question: Any) -> str:
+    """The question, cleaned by :func:`rrag_kernels.models.clean_text` (what retrievers read)."""
     if not isinstance(question, str):
         raise TypeError(f"question: expected str, got {type(question).__name__}")
     if not question.strip():
         raise ValueError("question: must be a non-empty string")
-    return question
+    return clean_text(question)
 
 
 def default_rewriter(question: str, docs_so_far: list[dict[str, Any]], hop: int) -> str:
@@ -74,7 +75,9 @@ class MultiHopRetriever:
     Parameters
     ----------
     corpus_texts_or_dicts : sequence of str or dict
-        Dicts need ``text`` (str); other keys are returned untouched.
+        Dicts need ``text`` (str), kept as cleaned by :func:`rrag_kernels.models.clean_text`
+        (as are questions, claims, rewritten queries and retrieved docs' texts: what the
+        embedder and retrievers read); other keys are returned untouched.
     embedder : Embedder, optional
         Default: :class:`~rrag_kernels.models.MiniLMEmbedder` (offline).
     hops : int >= 1
@@ -111,9 +114,9 @@ class MultiHopRetriever:
         passages = []
         for n, item in enumerate(corpus_texts_or_dicts):
             if isinstance(item, str):
-                passages.append({"text": item})
+                passages.append({"text": clean_text(item)})
             elif isinstance(item, Mapping) and isinstance(item.get("text"), str):
-                passages.append(dict(item))
+                passages.append(dict(item, text=clean_text(item["text"])))
             else:
                 raise TypeError(f"corpus_texts_or_dicts: item {n} is neither a str nor a dict with str 'text'")
         if embedder is None:
@@ -147,6 +150,7 @@ class MultiHopRetriever:
                 query = self.rewriter(question, [dict(d) for d in found.values()], hop)
                 if not isinstance(query, str):
                     raise TypeError(f"rewriter: must return str, returned {type(query).__name__} at hop {hop}")
+                query = clean_text(query)
             new = 0
             for hit in self._dense.search(query, self.k):
                 sim = float(hit.pop("retrieval_score"))
@@ -252,7 +256,7 @@ class ConformalRAG:
             for n, c in enumerate(claims):
                 if not isinstance(c, str):
                     raise TypeError(f"claims: item {n} is {type(c).__name__}, expected str")
-            return claims
+            return [clean_text(c) for c in claims]
         if response is None:
             raise ValueError("claims: give claims or a response to split into sentences")
         if not isinstance(response, str):
@@ -266,6 +270,9 @@ class ConformalRAG:
             docs = [dict(d) for d in self.retriever.retrieve(question)]
         else:
             docs = [dict(d, query_sim=float(d["retrieval_score"])) for d in self.retriever.search(question, self.k)]
+        for d in docs:  # a user's retriever may return raw text; the embedder reads it
+            if isinstance(d.get("text"), str):
+                d["text"] = clean_text(d["text"])
         return docs
 
     def _check_docs(self, docs: Any) -> list[dict[str, Any]]:
@@ -276,7 +283,7 @@ class ConformalRAG:
             sim = d.get("query_sim")
             if isinstance(sim, bool) or not isinstance(sim, numbers.Real) or not math.isfinite(float(sim)):
                 raise ValueError(f"docs: item {n} needs a finite float 'query_sim'")
-            out.append(dict(d))
+            out.append(dict(d, text=clean_text(d["text"])))
         return out
 
     def _doc_embeddings(self, docs: list[dict[str, Any]]) -> np.ndarray:

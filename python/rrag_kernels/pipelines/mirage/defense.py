@@ -28,7 +28,16 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ...models import DEFAULT_TRUST, Embedder, NLIScorer, Retriever, split_sentences, trust_score, url_domain
+from ...models import (
+    DEFAULT_TRUST,
+    Embedder,
+    NLIScorer,
+    Retriever,
+    clean_text,
+    split_sentences,
+    trust_score,
+    url_domain,
+)
 from ...ops import (
     check_int,
     claim_token_ids,
@@ -209,9 +218,15 @@ class MirageDefense:
         Returns
         -------
         MirageResult
+            The question and the passage texts are cleaned first by
+            :func:`rrag_kernels.models.clean_text` (lone surrogates -> U+FFFD, control
+            characters -> space): the claims, the NLI scorer, the retriever's probe
+            queries and the prompt all read the cleaned text, so the result equals that of
+            the cleaned input.
         """
         if not isinstance(question, str):
             raise TypeError(f"question: expected str, got {type(question).__name__}")
+        question = clean_text(question)
         clean = _clean_passages(passages)
         p = self.params
         timings: dict[str, float] = {}
@@ -450,7 +465,7 @@ class MirageDefense:
 
 
 def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Keep only the keys the defense may read, and check them."""
+    """Keep only the keys the defense may read, check them, and clean ``text``."""
     if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
         raise TypeError(f"passages: expected a list of dicts, got {type(passages).__name__}")
     out = []
@@ -461,6 +476,7 @@ def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
         if not isinstance(text, str):
             raise TypeError(f"passages: item {n} needs a str 'text'")
         item = {k: ps.get(k) for k in PASSAGE_KEYS}
+        item["text"] = clean_text(text)
         s = item["retrieval_score"]
         if s is not None:
             if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)) or not math.isfinite(float(s)):
