@@ -25,9 +25,11 @@ NliGraph nli_graph(const int64_t* i, const int64_t* j, int64_t n_pairs, const do
   if (entail_col < 0 || entail_col > 2 || contr_col < 0 || contr_col > 2 || entail_col == contr_col)
     fail("label_order", "entailment and contradiction must be two different columns of 0, 1, 2");
   check_budget(bytes_for({n_claims}, 3 * sizeof(int64_t)), "n_claims", "the per-claim counts and adjacency offsets");
-  // Two passes of ~50 bytes a pair: parallel from 8192 pairs (~20 microseconds) on.
+  // Two passes of ~50 bytes a pair, beside a serial adjacency build that costs several times
+  // more: threads pay off only from ~256k pairs a worker. Below, a worker preempted by another
+  // process would cost more than the pass it saves (measured under load at 100k pairs).
   constexpr int64_t kBlock = 4096;
-  const int nt = workers_for(n_pairs, 8192, (n_pairs + kBlock - 1) / kBlock);
+  const int nt = workers_for(n_pairs, int64_t(1) << 18, (n_pairs + kBlock - 1) / kBlock);
 
   FirstBad bad_i, bad_j, bad_loop, bad_fwd, bad_bwd;
   parallel_for(n_pairs, kBlock, nt, [&](int64_t lo, int64_t hi, int) {
