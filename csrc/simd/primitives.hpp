@@ -23,10 +23,10 @@ struct PrefetchSpans {
     for (int s = 0; s < 2; ++s) n += next[s] < end[s] ? (end[s] - next[s] + 63) / 64 : 0;
     return n;
   }
-  // Up to `count` lines, in order.
+  // Up to `count` lines, in order, into L2 (see kPrefetchLocality in primitives_impl.hpp).
   void issue(int count) {
     for (int s = 0; s < 2 && count > 0; ++s)
-      for (; next[s] < end[s] && count > 0; next[s] += 64, --count) __builtin_prefetch(next[s], 0, 3);
+      for (; next[s] < end[s] && count > 0; next[s] += 64, --count) __builtin_prefetch(next[s], 0, 2);
   }
 };
 
