@@ -12,6 +12,7 @@ Usage::
     python benchmarks/make_table.py benchmarks/results/mirage.csv --kernel nli_graph --kernel gate_stats
     python benchmarks/make_table.py --all --kernel claim_relevance
     python benchmarks/make_table.py benchmarks/results/cosine-quick.csv --mode quick
+    python benchmarks/make_table.py --threads             # bench_threads.py: quiet vs under load
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ DEFAULT_FILES = ("cosine.csv", "mirage.csv", "conformal.csv", "nli.csv", "gpu.cs
 #: Kernels in pipeline order within a table; others follow alphabetically.
 KERNEL_ORDER = (
     "cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine",
-    "select_pairs", "nli_graph", "greedy_prune", "gate_stats", "graph_stage",
+    "claim_token_ids", "select_pairs", "nli_graph", "greedy_prune", "gate_stats", "graph_stage",
     "r_scores", "conformal_quantile", "conformal_sweep",
     "lexical_opcodes", "nli_batch",
 )
@@ -83,8 +84,8 @@ def hardware_heading(rows: list[dict[str, str]]) -> str:
              if r.get("bandwidth_gbs") else "")
     version = r.get("package_version", "")
     commit = f" ({r['commit']})" if r.get("commit") else ""
-    return (f"**{r['machine']}{cores}{threads}** - rrag_kernels {version}{commit}; {r.get('libs', '')}; "
-            f"{rates}; {dates}")
+    parts = [f"rrag_kernels {version}{commit}", r.get("libs", ""), rates, dates]
+    return f"**{r['machine']}{cores}{threads}** - " + "; ".join(p for p in parts if p)
 
 
 def compact_table(rows: list[dict[str, str]]) -> list[str]:
@@ -129,6 +130,41 @@ def full_table(rows: list[dict[str, str]]) -> list[str]:
     return out
 
 
+def threads_table(rows: list[dict[str, str]]) -> list[str]:
+    """bench_threads.py rows: per kernel, the latest quiet and loaded medians of rrag (default
+    threads), rrag-1t and the best baseline, the speed-ups and rrag's time over its own
+    1-thread time under load."""
+    latest_rows: dict[tuple, dict[str, str]] = {}
+    for r in rows:
+        key = (r["mode"], r["kernel"], r["provider"])
+        if key not in latest_rows or r["timestamp"] >= latest_rows[key]["timestamp"]:
+            latest_rows[key] = r
+    modes = sorted({m for m, _, _ in latest_rows}, key=lambda m: (m != "quiet", m))
+    if len(modes) != 2:
+        return [f"(threads table: expected a quiet and a loaded mode, got {modes})"]
+    quiet, loaded = modes
+    head = (f"| Kernel | Shape | {quiet}: rrag / 1 thread / best baseline (ms) | speed-up | "
+            f"{loaded}: rrag / 1 thread / best baseline (ms) | speed-up | rrag / own 1-thread |")
+    out = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
+    kernels = sorted({k for _, k, _ in latest_rows}, key=lambda k: _case_key(k, ""))
+    for kernel in kernels:
+        cells, shape = [], ""
+        for mode in (quiet, loaded):
+            case = {p: r for (m, k, p), r in latest_rows.items() if m == mode and k == kernel}
+            if "rrag" not in case or "rrag-1t" not in case:
+                cells.append(("-", "-", None))
+                continue
+            shape = case["rrag"]["shape"]
+            base = min((r for r in case.values() if r["kind"] == "baseline"), key=lambda r: float(r["median_ms"]))
+            ours, one = float(case["rrag"]["median_ms"]), float(case["rrag-1t"]["median_ms"])
+            cells.append((f"{_ms(ours)} / {_ms(one)} / {_ms(base['median_ms'])} ({base['provider']})",
+                          f"{float(base['median_ms']) / ours:.2f}x", ours / one))
+        (q_txt, q_speed, _), (l_txt, l_speed, ratio) = cells
+        ratio_txt = f"{ratio:.2f}" if ratio is not None else "-"
+        out.append(f"| {kernel} | {shape} | {q_txt} | {q_speed} | {l_txt} | {l_speed} | {ratio_txt} |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv", nargs="*", type=Path,
@@ -137,7 +173,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", action="append", metavar="NAME")
     parser.add_argument("--mode", default="full,gpu",
                         help="comma-separated modes to include: full, quick, gpu (default full,gpu)")
+    parser.add_argument("--threads", action="store_true",
+                        help="the quiet-vs-loaded table of bench_threads.py (default file threads.csv)")
     args = parser.parse_args(argv)
+    if args.threads:
+        paths = args.csv or [RESULTS_DIR / "threads.csv"]
+        rows = [r for r in read_rows([p for p in paths if p.exists()])
+                if not args.kernel or r["kernel"] in args.kernel]
+        if not rows:
+            print(f"make_table: no rows in {', '.join(map(str, paths))}; run benchmarks/bench_threads.py",
+                  file=sys.stderr)
+            return 1
+        print(hardware_heading(rows) + "\n")
+        print("\n".join(threads_table(rows)))
+        print("\nrrag: the default thread count; speed-up: best baseline / rrag; last column: rrag's time "
+              "over its own 1-thread time in the same condition.")
+        return 0
 
     paths = args.csv or [RESULTS_DIR / f for f in DEFAULT_FILES if (RESULTS_DIR / f).exists()]
     if not paths:
