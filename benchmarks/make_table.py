@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", action="append", metavar="NAME")
     parser.add_argument("--mode", default="full,gpu",
                         help="comma-separated modes to include: full, quick, gpu (default full,gpu)")
+    parser.add_argument("--machine", metavar="TEXT", help="only rows whose machine name contains TEXT")
     parser.add_argument("--threads", action="store_true",
                         help="the quiet-vs-loaded table of bench_threads.py (default file threads.csv)")
     args = parser.parse_args(argv)
@@ -197,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     modes = set(args.mode.split(","))
     rows = [r for r in read_rows(paths) if r.get("mode", "full") in modes
-            and (not args.kernel or r["kernel"] in args.kernel)]
+            and (not args.kernel or r["kernel"] in args.kernel)
+            and (not args.machine or args.machine in r["machine"])]
     if not rows:
         print(f"make_table: no rows with mode in {sorted(modes)} in {', '.join(map(str, paths))}",
               file=sys.stderr)
