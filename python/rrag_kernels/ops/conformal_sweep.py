@@ -98,8 +98,8 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
     one-time pass over its claims; exact per-split work only for the responses with a score
     inside the range of thresholds the splits produce (a few percent at large n). About 100
     bytes per response of scratch at 5 alphas. Splits run in parallel, so use
-    ``n_splits >= threads``. At n = 10^6 x 8 claims, 5 alphas x 100 splits: ~0.3 s on 2
-    cores (``benchmarks/bench_conformal.py``).
+    ``n_splits >= threads``. At n = 10^6 x 8 claims, 5 alphas x 100 splits: ~0.2-0.3 s on 2
+    cores (``benchmarks/bench_conformal.py``; 0.18 s on the AMD EPYC VM of this stop).
 
     Parameters
     ----------
