@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rrag_kernels.models import domain_category, split_sentences, trust_score, url_domain
+from rrag_kernels.models import split_sentences
 from rrag_kernels.pipelines.mirage import (
     GateThresholds,
     MirageDefense,
@@ -66,6 +66,16 @@ def _passages(*texts, urls=None, scores=None):
     return out
 
 
+# Sources 0 and 1 agree (FixedNLI: support), source 2 contradicts both.
+AGREEING = _passages(
+    "The bridge opened in 1932 and we agree on it.",
+    "The bridge opened in 1932 and we agree on it too.",
+    "The bridge never opened in 1932 and we agree on it.",
+    urls=["https://a.org/x", "https://b.com/y", "https://c.net/z"],
+    scores=[0.9, 0.8, 0.85],
+)
+
+
 class TestText:
     def test_split_sentences_keeps_abbreviations_and_decimals(self):
         s = split_sentences("Dr. Smith paid $3.5 million in the U.S. Army era. It worked! Did it? Yes.")
@@ -75,25 +85,6 @@ class TestText:
         assert split_sentences("   ") == []
         with pytest.raises(TypeError, match="^text:"):
             split_sentences(None)
-
-    @pytest.mark.parametrize(
-        "url, domain, category",
-        [
-            ("https://en.wikipedia.org/wiki/X", "en.wikipedia.org", "wiki"),
-            ("history.state.gov/milestones", "history.state.gov", "gov_edu"),
-            ("https://www.reuters.com/world", "reuters.com", "news"),
-            ("https://www.reddit.com/r/x", "reddit.com", "forum"),
-            ("https://biographyfacts.org/a", "biographyfacts.org", "org"),
-            ("https://www.britannica.com/a", "britannica.com", "com"),
-            (None, "unknown", "unknown"),
-            ("", "unknown", "unknown"),
-        ],
-    )
-    def test_domains_and_trust(self, url, domain, category):
-        assert url_domain(url) == domain
-        assert domain_category(domain) == category
-        expected = {"wiki": 0.9, "gov_edu": 0.8, "news": 0.7, "forum": 0.2, "org": 0.65, "com": 0.5, "unknown": 0.4}
-        assert trust_score(domain) == expected[category]
 
 
 class TestDefend:
@@ -140,14 +131,7 @@ class TestDefend:
 
     def test_label_order_from_scorer(self):
         # Two agreeing claims from different sources: support edge; a 'never' claim contradicts.
-        passages = _passages(
-            "The bridge opened in 1932 and we agree on it.",
-            "The bridge opened in 1932 and we agree on it too.",
-            "The bridge never opened in 1932 and we agree on it.",
-            urls=["https://a.org/x", "https://b.com/y", "https://c.net/z"],
-            scores=[0.9, 0.8, 0.85],
-        )
-        result = MirageDefense(nli=FixedNLI(), d_min=1).defend("q", passages)
+        result = MirageDefense(nli=FixedNLI(), d_min=1).defend("q", AGREEING)
         by_source = {c.source: c for c in result.claims}
         assert by_source[0].support == 1 and by_source[1].support == 1
         assert by_source[2].contradictions == 2
@@ -229,6 +213,150 @@ class TestDefend:
         assert hybrid.stats["n_pairs"] >= semantic.stats["n_pairs"]
 
 
+class TestRetrievalScore:
+    """r̃ for both score kinds (top_passages) and through the defense."""
+
+    @pytest.mark.parametrize(
+        "scores, kind, chosen, r_tilde",
+        [
+            # similarity >= 0: the paper's s / max s
+            ([0.5, 1.0, 0.25], "similarity", [0, 1, 2], [0.5, 1.0, 0.25]),
+            # negative similarities are shifted so the lowest gets 0 (once: all 1.0)
+            ([-1.0, -3.0, -2.0], "similarity", [0, 1, 2], [1.0, 0.0, 0.5]),
+            ([2.0, -2.0], "similarity", [0, 1], [1.0, 0.0]),
+            # distances: nearest 1, farthest 0, linear between (once: inverted)
+            ([0.1, 0.3, 0.2], "distance", [0, 1, 2], [1.0, 0.0, 0.5]),
+            ([-5.0, -3.0], "distance", [0, 1], [1.0, 0.6]),  # read as similarities 5 and 3
+            # all equal, one passage, all zero: every passage ranks equal
+            ([0.7, 0.7], "similarity", [0, 1], [1.0, 1.0]),
+            ([0.7, 0.7], "distance", [0, 1], [1.0, 1.0]),
+            ([-0.4], "similarity", [0], [1.0]),
+            ([3.0], "distance", [0], [1.0]),
+            ([0.0, 0.0], "similarity", [0, 1], [1.0, 1.0]),
+            # missing scores: r̃ 0, ranked after the scored; none at all: all equal
+            ([None, 0.8, 0.4], "similarity", [0, 1, 2], [0.0, 1.0, 0.5]),
+            ([None, None], "distance", [0, 1], [1.0, 1.0]),
+            ([], "similarity", [], []),
+            # extremes do not overflow
+            ([1.7e308, -1.7e308], "similarity", [0, 1], [1.0, 0.0]),
+        ],
+    )
+    def test_relative_scores(self, scores, kind, chosen, r_tilde):
+        from rrag_kernels.pipelines.mirage import top_passages
+
+        got_chosen, got_r = top_passages(scores, 10, kind)
+        assert got_chosen == chosen
+        assert got_r == pytest.approx(r_tilde, abs=1e-12)
+
+    def test_top_k_by_kind(self):
+        from rrag_kernels.pipelines.mirage import top_passages
+
+        scores = [0.9, 0.1, 0.5, None, 0.5]
+        assert top_passages(scores, 2, "similarity")[0] == [0, 2]  # ties by index
+        assert top_passages(scores, 2, "distance")[0] == [1, 2]
+        assert top_passages(scores, 5, "distance")[0] == [0, 1, 2, 3, 4]  # unscored last, then in order
+        assert top_passages(scores, 4, "distance")[0] == [0, 1, 2, 4]
+
+    def test_defense_reads_the_kind(self):
+        passages = _passages("Near one.", "Far one.", "Middle one.", scores=[0.1, 0.9, 0.5])
+        sim = MirageDefense(nli=FixedNLI(), top_k=2).defend("q", passages)
+        dist = MirageDefense(nli=FixedNLI(), top_k=2, score_kind="distance").defend("q", passages)
+        assert [(c.text, c.r_tilde) for c in sim.claims] == [("Far one.", 1.0), ("Middle one.", pytest.approx(5 / 9))]
+        assert [(c.text, c.r_tilde) for c in dist.claims] == [("Near one.", 1.0), ("Middle one.", 0.0)]
+        negative = MirageDefense(nli=FixedNLI()).defend("q", _passages("A.", "B.", scores=[-0.2, -0.6]))
+        assert [c.r_tilde for c in negative.claims] == [1.0, 0.0]  # once 1.0 and 1.0
+
+    def test_bad_kind_and_scores(self):
+        from rrag_kernels.pipelines.mirage import top_passages
+
+        with pytest.raises(ValueError, match="^score_kind: expected one of"):
+            MirageDefense(nli=FixedNLI(), score_kind="rank")
+        with pytest.raises(ValueError, match="^score_kind:"):
+            top_passages([1.0], 1, "Similarity")
+        defense = MirageDefense(nli=FixedNLI())
+        for bad in (float("inf"), float("-inf"), float("nan")):
+            with pytest.raises(ValueError, match="^passages: item 0 has a non-finite retrieval_score"):
+                defense.defend("q", [{"text": "a.", "retrieval_score": bad}])
+        with pytest.raises(TypeError, match="^passages: item 1 has a retrieval_score of type str"):
+            defense.defend("q", [{"text": "a.", "retrieval_score": 1.0}, {"text": "b.", "retrieval_score": "0.5"}])
+        with pytest.raises(TypeError, match="^passages: item 0 has a retrieval_score of type bool"):
+            defense.defend("q", [{"text": "a.", "retrieval_score": True}])
+
+
+class TestPromptAndFallback:
+    """The prompt of a passed gate says what its kept set holds; on BLOCK it follows on_block."""
+
+    def test_clean_kept_set_is_checked_not_verified(self):
+        result = MirageDefense(nli=FixedNLI(), d_min=1).defend("q", AGREEING)
+        assert result.gate_passed and result.fallback is None
+        assert "verified" not in result.prompt.lower()
+        assert "Claims retained after cross-source checking" in result.prompt
+        assert "None of them is contradicted by another retained claim." in result.prompt
+        assert all(c.contradicted_by == [] for c in result.claims)
+
+    def test_contradictions_left_in_the_kept_set_are_named(self):
+        # With alpha huge every claim's score dwarfs the contradiction weights: nothing is
+        # pruned, so the contradiction edges stay inside the kept set.
+        result = MirageDefense(nli=FixedNLI(), d_min=1, alpha=50.0, min_support_share=0.0).defend("q", AGREEING)
+        assert result.gate_passed and result.stats["n_contradiction"] == 2
+        by_source = {c.source: c for c in result.claims}
+        assert by_source[2].contradicted_by == [by_source[0].index, by_source[1].index]
+        assert by_source[0].contradicted_by == [by_source[2].index]
+        prompt = result.prompt
+        assert "verified" not in prompt.lower()
+        kept = sorted(result.kept_claims, key=lambda c: (-c.score, c.index))
+        rank = {c.source: n for n, c in enumerate(kept, 1)}
+        n0, n1, n2 = rank[0], rank[1], rank[2]
+        assert "3 of them are still contradicted by other retained claims: " in prompt
+        assert f"C{n2} (by C{min(n0, n1)}, C{max(n0, n1)})" in prompt
+        assert f"C{n2} [score {by_source[2].score:.2f}; source: c.net; contradicted by C{min(n0, n1)}, C{max(n0, n1)}]" in prompt
+
+    BLOCKED = _passages("Only one source here.", "And a second sentence.", urls=["https://a.org/x", "https://a.org/y"])
+
+    def test_on_block_parametric_is_the_default(self):
+        result = MirageDefense(nli=FixedNLI()).defend("q", self.BLOCKED)  # 1 domain < d_min 2
+        assert not result.gate_passed and result.fallback == "parametric"
+        assert "own knowledge" in result.prompt and "Only one source" not in result.prompt
+
+    def test_on_block_refuse(self):
+        result = MirageDefense(nli=FixedNLI(), on_block="refuse").defend("q", self.BLOCKED)
+        assert not result.gate_passed and result.fallback == "refuse"
+        assert result.prompt.startswith("Do not answer the question")
+        assert "1 distinct domain(s) < 2" in result.prompt and "Only one source" not in result.prompt
+
+    def test_on_block_passthrough(self):
+        passages = self.BLOCKED + [{"text": "A third\x00one, unscored.", "url": "Wikipedia"}]
+        result = MirageDefense(nli=FixedNLI(), on_block="passthrough", top_k=1).defend("q", passages)
+        assert not result.gate_passed and result.fallback == "passthrough"
+        assert "did NOT pass cross-source checking" in result.prompt
+        # every passage, beyond top_k too, unchanged but for clean_text
+        assert "P1 [source: a.org] Only one source here.\nP2 [source: a.org] And a second sentence.\n" \
+               "P3 [source: unknown] A third one, unscored." in result.prompt
+        empty = MirageDefense(nli=FixedNLI(), on_block="passthrough").defend("q", [])
+        assert empty.fallback == "parametric" and "own knowledge" in empty.prompt
+
+    def test_on_block_in_batch_errors(self):
+        items = [{"question": "q1", "passages": "broken"}]
+        for mode, want in (("refuse", "refuse"), ("passthrough", "parametric"), ("parametric", "parametric")):
+            (result,) = MirageDefense(nli=FixedNLI(), on_block=mode).defend_batch(items, progress=False)
+            assert result.error and result.fallback == want
+
+        class Failing(FixedNLI):
+            def predict_proba(self, premises, hypotheses):
+                raise RuntimeError("scorer down")
+
+        ok = [{"question": "q", "passages": AGREEING}]
+        (result,) = MirageDefense(nli=Failing(), on_block="passthrough").defend_batch(ok, progress=False)
+        assert "scorer down" in result.error and result.fallback == "passthrough"
+        assert "P3 [source: c.net] The bridge never opened" in result.prompt
+
+    def test_on_block_validated(self):
+        with pytest.raises(ValueError, match="^on_block: expected one of"):
+            MirageDefense(nli=FixedNLI(), on_block="drop")
+        with pytest.raises(ValueError, match="^on_block:"):
+            MirageParams(on_block=None).validate()
+
+
 class TestHarness:
     ROW = {
         "id": "t1",
@@ -270,7 +398,7 @@ class TestHarness:
         assert best["pass_mixed"] == 1.0  # ties broken towards passing mixed sets
         assert GateThresholds(0.98, 2, 0.0).passes(records[0])
         cv = cross_validate_gate(records, folds=2)
-        assert cv["clean"] == 1.0 and cv["polluted"] == 0.0
+        assert cv["clean"]["pass_rate"] == 1.0 and cv["polluted"]["pass_rate"] == 0.0
 
     @pytest.mark.skipif(not DEV.exists(), reason=f"dev data not found at {DEV}")
     def test_dev_set_smoke(self):

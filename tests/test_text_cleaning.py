@@ -55,7 +55,9 @@ def test_clean_text_returns_clean_text_itself_and_refuses_non_str():
 
 def test_text_helpers_clean_first():
     assert split_sentences("One\ud800 two. Three\x00four.") == ["One\ufffd two.", "Three four."]
-    assert url_domain("https://www.ex\udc00ample.org/x") == "ex\ufffdample.org"
+    # A lone surrogate in a host is cleaned to U+FFFD, which no DNS name holds: no registrant.
+    assert url_domain("https://www.ex\udc00ample.org/x") == "unknown"
+    assert url_domain("https://www.example.org/x\udc00") == "example.org"  # in the path it does not matter
 
 
 # --------------------------------------------------------------------------- scorers and embedders

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from importlib import resources
 
@@ -24,7 +25,8 @@ def _info(args: argparse.Namespace) -> int:
 def _print_result(result, labels: list[str] | None = None) -> None:
     s = result.stats
     t = s.get("timings", {})
-    print(f"  gate: {'PASS' if result.gate_passed else 'BLOCK'} ({s.get('gate_reason')}); "
+    decision = "PASS" if result.gate_passed else f"BLOCK -> {result.fallback}"
+    print(f"  gate: {decision} ({s.get('gate_reason')}); "
           f"{s.get('n_kept')}/{s.get('n_claims')} claims kept, {s.get('n_support')} support / "
           f"{s.get('n_contradiction')} contradiction edges kept, r_contr {s.get('r_contr', 0):.2f}, "
           f"{s.get('n_domains')} domains")
@@ -40,8 +42,9 @@ def _demo(args: argparse.Namespace) -> int:
     from .pipelines.mirage import MirageDefense
 
     sample = json.loads(resources.files("rrag_kernels").joinpath("data/mirage_sample.json").read_text())
-    defense = MirageDefense(nli=args.nli)
-    print(f"MIRAGE defense, NLI scorer: {type(defense.nli).__name__}, pairing: {defense.params.pairing}")
+    defense = MirageDefense(nli=_load_nli(args.nli), on_block=args.on_block)
+    print(f"MIRAGE defense, NLI scorer: {type(defense.nli).__name__}, pairing: {defense.params.pairing}, "
+          f"on BLOCK: {defense.params.on_block}")
     for item in sample["questions"]:
         labels = [p.get("label", "?") for p in item["passages"]]
         passages = [{k: p[k] for k in ("text", "url", "title", "retrieval_score")} for p in item["passages"]]
@@ -53,22 +56,63 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mirage_eval(args: argparse.Namespace) -> int:
-    from .pipelines.mirage import MirageParams, evaluate, format_report
+class _UsageError(Exception):
+    """A mistake on the command line found after parsing (an unknown scorer, an unreadable
+    data file): reported by argparse (exit 2), never as a traceback."""
 
-    params = MirageParams(pairing=args.pairing)
-    report = evaluate(args.data, nli=args.nli, params=params, tune=not args.no_tune, progress=not args.no_progress)
+
+def _load_nli(name: str | None):
+    from .models import nli
+
+    try:
+        return nli.load(name)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        raise _UsageError(f"--nli: {exc}") from exc
+
+
+def _mirage_eval(args: argparse.Namespace) -> int:
+    from .pipelines.mirage import MirageParams, evaluate, format_report, load_dataset
+
+    params = MirageParams(pairing=args.pairing, on_block=args.on_block)
+    try:
+        load_dataset(args.data)  # a malformed file is a usage error, found before any model loads
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _UsageError(f"data: {str(exc).removeprefix('path: ')}") from exc
+    scorer = _load_nli(args.nli)
+    report = evaluate(args.data, nli=scorer, params=params, tune=not args.no_tune, folds=args.folds,
+                      progress=not args.no_progress)
+    print(f"NLI scorer: {args.nli or 'offline default'} ({type(scorer).__name__}); pairing {params.pairing}; "
+          f"on BLOCK: {params.on_block}")
+    print("falsehood: false claims / claims delivered; true delivered: true claims delivered / all true claims; "
+          "undef = every claim delivered; purity: passage-level, kept claims of every run\n")
     print(format_report(report["shipped"], f"gate as shipped (r_max {params.r_max}, d_min {params.d_min}, "
-                                           f"min_support_share {params.min_support_share}), pairing {params.pairing}"))
+                                           f"min_support_share {params.min_support_share})"))
     if "tuned" in report:
         thr = report["tuned"]["thresholds"]
         print()
         print(format_report(report["tuned_summary"], f"gate tuned on this data (in-sample): r_max {thr.r_max}, "
                                                     f"d_min {thr.d_min}, min_support_share {thr.min_support_share}"))
-        cv = report["cross_validated"]
-        print("cross-validated pass rates (4 folds of questions): "
-              + ", ".join(f"{k} {v:.1%}" for k, v in cv.items()))
+        print()
+        gates = "; ".join(f"r_max {g.r_max}, d_min {g.d_min}, share {g.min_support_share}" for _, g in report["fold_gates"])
+        print(format_report(report["cross_validated"], f"cross-validated by question ({len(report['fold_gates'])} "
+                                                      f"folds; each fold judged by the gate tuned on the others: {gates})"))
     return 0
+
+
+def _existing_file(path: str) -> str:
+    if not os.path.isfile(path):
+        raise argparse.ArgumentTypeError(f"no such file: {path!r}")
+    return path
+
+
+def _folds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {value}")
+    return value
 
 
 def _conformal_demo(args: argparse.Namespace) -> int:
@@ -121,12 +165,18 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run the MIRAGE defense on the packaged sample (offline)")
     demo.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default)")
     demo.add_argument("--prompt", action="store_true", help="also print the generated prompts")
+    demo.add_argument("--on-block", default="parametric", choices=("parametric", "refuse", "passthrough"),
+                      help="fallback when the gate blocks")
     demo.set_defaults(func=_demo)
     ev = sub.add_parser("mirage-eval", help="clean / mixed / polluted harness on a labelled JSONL file")
-    ev.add_argument("data", help="JSONL in the format of shared/data/polluted_dev.jsonl")
-    ev.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default)")
+    ev.add_argument("data", type=_existing_file, help="JSONL in the format of shared/data/polluted_dev.jsonl")
+    ev.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default; "
+                                                "'lexical' is model-free and fast)")
     ev.add_argument("--pairing", default="lexical", choices=("lexical", "semantic", "hybrid"))
-    ev.add_argument("--no-tune", action="store_true", help="skip the gate grid search")
+    ev.add_argument("--on-block", default="parametric", choices=("parametric", "refuse", "passthrough"),
+                    help="fallback when the gate blocks (passthrough delivers the passages unchanged)")
+    ev.add_argument("--folds", type=_folds, default=4, help="folds of questions for the cross-validation")
+    ev.add_argument("--no-tune", action="store_true", help="skip the gate grid search and the cross-validation")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(func=_mirage_eval)
     cd = sub.add_parser("conformal-demo", help="calibrate a claim filter on the packaged sample and filter a response")
@@ -138,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     cd.add_argument("--show", type=int, default=0, help="which test response to print claim by claim")
     cd.set_defaults(func=_conformal_demo)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except _UsageError as exc:
+        parser.error(f"{args.command}: {exc}")
 
 
 if __name__ == "__main__":

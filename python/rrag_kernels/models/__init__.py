@@ -15,8 +15,12 @@ Implementations
 Text helpers (:mod:`.text`)
     :func:`clean_text` (the one cleaning rule: lone surrogates -> U+FFFD, control
     characters -> space; every scorer, embedder and retriever here applies it to the text
-    it receives before a tokenizer sees it), :func:`split_sentences`, :func:`url_domain`,
-    :func:`domain_category`, :func:`trust_score`, :data:`DEFAULT_TRUST`.
+    it receives before a tokenizer sees it), :func:`split_sentences`.
+Source trust (:mod:`.trust`)
+    By registered domain (Public Suffix List, bundled snapshot): :func:`url_host`,
+    :func:`url_domain`, :func:`domain_category`, :func:`trust_score`, :func:`trust_table`
+    (defaults merged with overrides), :data:`DEFAULT_TRUST` (per category),
+    :data:`DOMAIN_CATEGORIES` (per registered domain).
 
 Model libraries (torch, sentence-transformers, onnxruntime, faiss) are imported only when a
 model is built, never when this package is imported.
@@ -28,10 +32,12 @@ from . import nli
 from .embed import MiniLMEmbedder
 from .protocols import Embedder, NLIScorer, Retriever
 from .retrieval import DenseRetriever
-from .text import DEFAULT_TRUST, clean_text, domain_category, split_sentences, trust_score, url_domain
+from .text import clean_text, split_sentences
+from .trust import DEFAULT_TRUST, DOMAIN_CATEGORIES, domain_category, trust_score, trust_table, url_domain, url_host
 
 __all__ = [
     "DEFAULT_TRUST",
+    "DOMAIN_CATEGORIES",
     "DenseRetriever",
     "Embedder",
     "MiniLMEmbedder",
@@ -42,5 +48,7 @@ __all__ = [
     "nli",
     "split_sentences",
     "trust_score",
+    "trust_table",
     "url_domain",
+    "url_host",
 ]

@@ -1,4 +1,5 @@
-"""Text helpers shared by the pipelines: text cleaning, sentence claims, URL domains, source trust.
+"""Text helpers shared by the pipelines: text cleaning and sentence claims (URL domains and
+source trust are in :mod:`.trust`).
 
 Cleaning rule (:func:`clean_text`)
 ----------------------------------
@@ -10,8 +11,7 @@ passage can never make a tokenizer raise and every tokenizer reads the same char
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
-from urllib.parse import urlsplit
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -153,78 +153,3 @@ def split_sentences(text: str) -> list[str]:
     if tail:
         sentences.append(tail)
     return sentences
-
-
-def url_domain(url: str | None) -> str:
-    """Host of a URL, lower-cased, without ``www.``; ``"unknown"`` when there is none.
-
-    Parameters
-    ----------
-    url : str or None
-        With or without a scheme ("en.wikipedia.org/wiki/X" works too).
-    """
-    if not url or not isinstance(url, str):
-        return "unknown"
-    candidate = clean_text(url).strip()
-    if "//" not in candidate:
-        candidate = "//" + candidate
-    try:
-        host = urlsplit(candidate).hostname or ""
-    except ValueError:
-        return "unknown"
-    host = host.lower().rstrip(".")
-    if host.startswith("www."):
-        host = host[4:]
-    return host or "unknown"
-
-
-NEWS_DOMAINS = frozenset(
-    "nytimes.com reuters.com apnews.com bbc.com bbc.co.uk theguardian.com washingtonpost.com "
-    "wsj.com npr.org cnn.com economist.com ft.com bloomberg.com aljazeera.com latimes.com "
-    "usatoday.com nbcnews.com cbsnews.com abcnews.go.com time.com newsweek.com politico.com "
-    "theatlantic.com lemonde.fr spiegel.de dw.com france24.com".split()
-)
-FORUM_MARKERS = ("reddit.", "quora.", "forum", "stackexchange.", "4chan.", "boards.", "community.")
-
-#: Default trust per category (the MIRAGE paper's table).
-DEFAULT_TRUST: dict[str, float] = {
-    "wiki": 0.90,
-    "gov_edu": 0.80,
-    "news": 0.70,
-    "forum": 0.20,
-    "org": 0.65,
-    "com": 0.50,
-    "unknown": 0.40,
-}
-
-
-def domain_category(domain: str) -> str:
-    """The trust category of a domain, by fixed priority: wiki > gov/edu > news > forum >
-    .org > .com > unknown (anything else, including no URL)."""
-    d = domain.lower()
-    if d == "unknown" or not d:
-        return "unknown"
-    labels = d.split(".")
-    if "wikipedia" in labels or "wiki" in labels or d.endswith("wikipedia.org"):
-        return "wiki"
-    tld = labels[-1]
-    if tld in ("gov", "edu") or ".gov." in f".{d}." or ".edu." in f".{d}.":
-        return "gov_edu"
-    if any(d == n or d.endswith("." + n) for n in NEWS_DOMAINS):
-        return "news"
-    if any(marker in d for marker in FORUM_MARKERS):
-        return "forum"
-    if tld == "org":
-        return "org"
-    if tld == "com":
-        return "com"
-    return "unknown"
-
-
-def trust_score(domain: str, table: Mapping[str, float] | None = None) -> float:
-    """Trust of a domain from its category (:func:`domain_category`) and ``table``
-    (default :data:`DEFAULT_TRUST`); an exact domain key in ``table`` wins over its category."""
-    table = DEFAULT_TRUST if table is None else table
-    if domain in table:
-        return float(table[domain])
-    return float(table[domain_category(domain)])

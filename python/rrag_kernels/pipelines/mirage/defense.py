@@ -3,8 +3,9 @@
 Reproduces "Defending Long-Form RAG Against Misinformation Pollution" with every constant a
 parameter (:class:`MirageParams`):
 
-1. claims = sentences of the top-k passages; each keeps its passage, domain and
-   r̃ = retrieval score / max score; the N highest-r̃ claims are kept (ties by index);
+1. claims = sentences of the top-k passages; each keeps its passage, registered domain
+   and r̃ (the passage's retrieval score mapped to [0, 1], see :func:`top_passages`);
+   the N highest-r̃ claims are kept (ties by index);
 2. cross-source pairs whose token containment overlap is >= tau, capped at P_max
    (``pairing="semantic"`` / ``"hybrid"`` add MiniLM-cosine pairs, beyond the paper);
 3. NLI on each pair in both directions -> support / contradiction edges;
@@ -12,7 +13,9 @@ parameter (:class:`MirageParams`):
 5. s(c) = ln(1 + n(c)) + alpha * trust(domain) + beta * r̃(c);
 6. greedy removal maximising F(S) = sum s + sum over edges in S of (w_supp - w_contr);
 7. gate on the defended set: contradiction ratio <= r_max, distinct domains >= d_min
-   (and, optionally, a minimum share of kept claims with cross-source support).
+   (and, optionally, a minimum share of kept claims with cross-source support); on BLOCK
+   the prompt falls back as ``on_block`` says (parametric answer, refusal, or the retrieved
+   passages unchanged).
 
 The pipeline only reads a passage's ``text``, ``url``, ``title`` and ``retrieval_score``;
 every other key is ignored.
@@ -29,16 +32,17 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ...models import (
-    DEFAULT_TRUST,
     Embedder,
     NLIScorer,
     Retriever,
     clean_text,
     split_sentences,
     trust_score,
+    trust_table,
     url_domain,
 )
 from ...ops import (
+    check_choice,
     check_int,
     claim_token_ids,
     cosine_matrix,
@@ -54,6 +58,11 @@ logger = logging.getLogger("rrag_kernels")
 
 PASSAGE_KEYS = ("text", "url", "title", "retrieval_score")
 PAIRINGS = ("lexical", "semantic", "hybrid")
+#: What ``retrieval_score`` is: a similarity (higher is better) or a distance (lower is better).
+SCORE_KINDS = ("similarity", "distance")
+#: What the prompt does when the gate blocks: answer without retrieval, refuse, or pass the
+#: retrieved passages through unchanged (marked as unchecked).
+ON_BLOCK = ("parametric", "refuse", "passthrough")
 
 
 @dataclass(frozen=True)
@@ -65,8 +74,15 @@ class MirageParams:
     (``python -m rrag_kernels mirage-eval``): the paper's r_max 0.98 and d_min 2 stay, and a
     minimum share of 5 % of kept claims with cross-source support is added. The grid search
     picks these same thresholds for the packaged NLI model (pass rates clean / mixed /
-    polluted 37.5 / 31.2 / 6.2 %) and for LexicalNLI (50 / 37.5 / 12.5 %, against
+    polluted 31.2 / 31.2 / 6.2 % with trust by registered domain; 37.5 / 31.2 / 6.2 % with
+    the old host-based trust) and for LexicalNLI (50 / 37.5 / 12.5 %, against
     62.5 / 62.5 / 50 % without the support criterion). Re-tune when you change the scorer.
+
+    Beyond the paper: ``score_kind`` says how to read ``retrieval_score`` (see
+    :func:`top_passages`); ``on_block`` is the fallback when the gate blocks
+    (``"parametric"``, ``"refuse"``, ``"passthrough"``); ``trust`` holds overrides merged
+    with the default trust table (:func:`rrag_kernels.models.trust_table`: category or
+    registered-domain keys, values in [0, 1]).
     """
 
     top_k: int = 20
@@ -87,7 +103,9 @@ class MirageParams:
     min_support_share: float = 0.05  # beyond the paper; tuned on the dev set (see above)
     eps: float = 1e-9
     nli_reduce: str = "max"
-    trust: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TRUST))
+    score_kind: str = "similarity"
+    on_block: str = "parametric"
+    trust: Mapping[str, float] = field(default_factory=dict)  # overrides of DEFAULT_TRUST
 
     def validate(self) -> "MirageParams":
         ints = {"top_k": 1, "max_claims": 1, "max_pairs": 0, "sem_top_m": 1, "probe_m": 0, "probe_k": 0, "d_min": 0}
@@ -105,6 +123,9 @@ class MirageParams:
             raise ValueError(f"pairing: expected one of {PAIRINGS}, got {self.pairing!r}")
         if self.nli_reduce not in ("max", "mean"):
             raise ValueError(f"nli_reduce: expected 'max' or 'mean', got {self.nli_reduce!r}")
+        check_choice(self.score_kind, "score_kind", SCORE_KINDS)
+        check_choice(self.on_block, "on_block", ON_BLOCK)
+        trust_table(self.trust)
         return self
 
 
@@ -115,7 +136,7 @@ class Claim:
     index: int
     text: str
     source: int  # index into the passages given to defend()
-    domain: str
+    domain: str  # registered domain of the passage's URL, or "unknown"
     r_tilde: float
     trust: float = 0.0
     score: float = float("nan")
@@ -124,10 +145,18 @@ class Claim:
     self_contradiction: float = 0.0  # counter-evidence weight from probing
     kept: bool = False
     reason: str | None = None  # when dropped: "capped", "pruned" or "contradicted"
+    contradicted_by: list[int] = field(default_factory=list)  # kept claims (Claim.index) contradicting a kept claim
 
 
 @dataclass
 class MirageResult:
+    """What the defense decided for one question.
+
+    ``fallback`` is None when the gate passed (the prompt holds the kept claims), else the
+    ``on_block`` mode the prompt used: ``"parametric"`` (answer without retrieval),
+    ``"refuse"`` or ``"passthrough"`` (the retrieved passages unchanged, marked unchecked).
+    """
+
     question: str
     gate_passed: bool
     claims: list[Claim]
@@ -135,31 +164,60 @@ class MirageResult:
     prompt: str
     removal_order: list[int] = field(default_factory=list)  # Claim.index, in removal order
     error: str | None = None
+    fallback: str | None = None
 
     @property
     def kept_claims(self) -> list[Claim]:
         return [c for c in self.claims if c.kept]
 
 
-VERIFIED_PROMPT = """You are answering a question with evidence that has been cross-checked.
+# "Checked", never "verified": a kept set can still hold contradicted claims, and the
+# prompt says which ({contested}).
+CHECKED_PROMPT = """You are answering a question with evidence that has been checked across sources.
 
 Question: {question}
 
-Verified claims (score = cross-source support, source trust and retrieval rank):
+Claims retained after cross-source checking (score = cross-source support, source trust and retrieval rank):
 {claims}
-
+{contested}
 Rules:
-1. Base every factual statement on the verified claims above and cite them as [C1], [C2], ...
+1. Base every factual statement on the claims above and cite them as [C1], [C2], ...
 2. Do not add names, numbers or dates that the claims do not contain.
 3. If the claims do not answer the question, say what is missing instead of guessing.
-4. If two claims disagree, prefer the higher-scored one and mention the disagreement.
+4. If two claims disagree, do not present either as settled: prefer the higher-scored one and mention the disagreement.
 
 Answer:"""
 
+CONTESTED_NONE = "None of them is contradicted by another retained claim.\n"
+CONTESTED_SOME = "{n} of them are still contradicted by other retained claims: {pairs}.\n"
+
 PARAMETRIC_PROMPT = """Answer the question from your own knowledge. Retrieved documents were withheld \
-because they failed verification ({why}). If you are not sure, say so.
+because they failed cross-source checking ({why}). If you are not sure, say so.
 
 Question: {question}
+
+Answer:"""
+
+REFUSAL_PROMPT = """Do not answer the question below. The documents retrieved for it failed cross-source \
+checking ({why}), and answers are given only from checked evidence. Reply that the question cannot be \
+answered reliably from the available sources, and say why in one sentence.
+
+Question: {question}
+
+Reply:"""
+
+PASSTHROUGH_PROMPT = """You are answering a question with retrieved documents that did NOT pass \
+cross-source checking ({why}): they may contain false statements. They are given unchanged.
+
+Question: {question}
+
+Retrieved documents (unchecked):
+{passages}
+
+Rules:
+1. Treat every statement in the documents as unverified and cite the documents as [P1], [P2], ...
+2. Where the documents disagree, say so instead of choosing a side silently.
+3. If you are not sure, say so.
 
 Answer:"""
 
@@ -194,6 +252,8 @@ class MirageDefense:
         if unknown:
             raise TypeError(f"{sorted(unknown)[0]}: not a MirageParams field")
         self.params = replace(base, **overrides).validate()
+        self._trust = trust_table(self.params.trust)
+        url_domain("example.org")  # parse the bundled suffix list now, not inside the first timed defend()
         if nli is None or isinstance(nli, str):
             from ...models import nli as nli_module
 
@@ -287,6 +347,9 @@ class MirageDefense:
             c.kept = bool(keep[k])
             if not c.kept:
                 c.reason = "contradicted" if (c.contradictions > 0 or c.self_contradiction > 0) else "pruned"
+        for a, b in zip(*_kept_contradictions(keep, ei, ej, kind)):
+            active[a].contradicted_by.append(active[b].index)
+            active[b].contradicted_by.append(active[a].index)
         stats = {
             "n_passages": len(clean),
             "n_candidates": len(claims),
@@ -302,7 +365,10 @@ class MirageDefense:
             "gate_reason": why,
             "timings": timings,
         }
-        prompt = self._prompt(question, active, keep, passed, why)
+        if passed:
+            prompt, fallback = _checked_prompt(question, claims), None
+        else:
+            prompt, fallback = self._blocked_prompt(question, why, clean)
         return MirageResult(
             question=question,
             gate_passed=passed,
@@ -310,6 +376,7 @@ class MirageDefense:
             stats=stats,
             prompt=prompt,
             removal_order=[active[int(k)].index for k in np.asarray(order)],
+            fallback=fallback,
         )
 
     def defend_batch(
@@ -317,9 +384,10 @@ class MirageDefense:
     ) -> list[MirageResult]:
         """Defend many queries; each item has ``question`` and ``passages``.
 
-        A failing item yields a result with ``error`` set (gate blocked, parametric prompt)
-        and never loses the other items' results. ``progress`` shows a tqdm bar when tqdm
-        is installed.
+        A failing item yields a result with ``error`` set and the gate blocked, whose prompt
+        follows ``on_block`` (``"passthrough"`` where the item's passages can be read, else
+        the parametric prompt), and never loses the other items' results. ``progress``
+        shows a tqdm bar when tqdm is installed.
         """
         items = list(items)
         iterator = progress_iter(items, enabled=progress, desc="mirage", unit="query")
@@ -330,14 +398,20 @@ class MirageDefense:
                 results.append(self.defend(item["question"], item["passages"]))
             except Exception as exc:  # one bad item must not lose the batch
                 logger.warning("mirage: item %d failed: %s", n, exc)
+                try:
+                    readable = _clean_passages(item["passages"])
+                except Exception:  # the passages themselves are what failed
+                    readable = []
+                prompt, fallback = self._blocked_prompt(str(question), "the defense failed on this input", readable)
                 results.append(
                     MirageResult(
                         question=str(question),
                         gate_passed=False,
                         claims=[],
                         stats={"gate_reason": "error"},
-                        prompt=PARAMETRIC_PROMPT.format(question=question, why="the defense failed on this input"),
+                        prompt=prompt,
                         error=f"{type(exc).__name__}: {exc}",
+                        fallback=fallback,
                     )
                 )
         return results
@@ -346,21 +420,14 @@ class MirageDefense:
     def _make_claims(self, passages: list[dict[str, Any]]) -> list[Claim]:
         """Steps 1: sentence claims of the top-k passages, r̃, the N-claim cap."""
         p = self.params
-        scores = [ps.get("retrieval_score") for ps in passages]
-        numeric = [float(s) for s in scores if s is not None]
-        top = max(numeric) if numeric else 0.0
-        order = sorted(range(len(passages)), key=lambda k: (-(float(scores[k]) if scores[k] is not None else -math.inf), k))
-        chosen = sorted(order[: p.top_k]) if numeric else list(range(min(p.top_k, len(passages))))
+        chosen, r_tilde = top_passages([ps["retrieval_score"] for ps in passages], p.top_k, p.score_kind)
         claims: list[Claim] = []
-        for src in chosen:
+        for src, r in zip(chosen, r_tilde):
             ps = passages[src]
             domain = url_domain(ps.get("url"))
-            trust = trust_score(domain, p.trust)
-            s = scores[src]
-            # r̃ = score / max score; without usable scores every passage ranks equal.
-            r_tilde = max(0.0, float(s)) / top if (s is not None and top > 0) else (1.0 if top <= 0 else 0.0)
+            trust = trust_score(domain, self._trust)
             for sentence in split_sentences(ps["text"]):
-                claims.append(Claim(len(claims), sentence, src, domain, r_tilde, trust))
+                claims.append(Claim(len(claims), sentence, src, domain, r, trust))
         ranked = sorted(claims, key=lambda c: (-c.r_tilde, c.index))
         for c in ranked[p.max_claims :]:
             c.reason = "capped"
@@ -456,12 +523,65 @@ class MirageDefense:
             return False, f"cross-source support share {support_share:.2f} < {p.min_support_share:.2f}"
         return True, "passed"
 
-    def _prompt(self, question, active, keep, passed, why) -> str:
-        if not passed:
-            return PARAMETRIC_PROMPT.format(question=question, why=why)
-        kept = sorted((c for c in active if c.kept), key=lambda c: (-c.score, c.index))
-        lines = [f"C{n} [score {c.score:.2f}; source: {c.domain}] {c.text}" for n, c in enumerate(kept, 1)]
-        return VERIFIED_PROMPT.format(question=question, claims="\n".join(lines))
+    def _blocked_prompt(self, question: str, why: str, passages: list[dict[str, Any]]) -> tuple[str, str]:
+        """The prompt on BLOCK and the fallback it uses (``on_block``; ``"passthrough"``
+        with nothing retrieved has nothing to pass and is the parametric prompt)."""
+        mode = self.params.on_block
+        if mode == "passthrough" and not passages:
+            mode = "parametric"
+        if mode == "refuse":
+            return REFUSAL_PROMPT.format(question=question, why=why), mode
+        if mode == "passthrough":
+            lines = [f"P{n} [source: {url_domain(ps.get('url'))}] {ps['text']}" for n, ps in enumerate(passages, 1)]
+            return PASSTHROUGH_PROMPT.format(question=question, why=why, passages="\n".join(lines)), mode
+        return PARAMETRIC_PROMPT.format(question=question, why=why), mode
+
+
+def top_passages(scores: Sequence[float | None], top_k: int, score_kind: str = "similarity") -> tuple[list[int], list[float]]:
+    """The top-k passages by retrieval score and their relative score r̃ in [0, 1].
+
+    Parameters
+    ----------
+    scores : sequence of float or None
+        One finite score per passage, or None where a passage has none.
+    top_k : int
+    score_kind : {"similarity", "distance"}
+        A similarity ranks higher-first; a distance ``d`` ranks lower-first and is read as
+        the similarity ``-d``.
+
+    Returns
+    -------
+    (chosen, r_tilde)
+        ``chosen``: the indices of the top-k passages (best first, ties by index; passages
+        without a score after every scored one), in passage order; ``r_tilde``: r̃ of each.
+
+    Notes
+    -----
+    With the similarities ``s`` of the chosen scored passages, ``hi = max(s)`` and
+    ``lo = min(0, min(s))``: ``r̃ = (s - lo) / (hi - lo)``, and 1 for all when ``hi == lo``
+    (all scores equal, one passage). For non-negative similarities this is the paper's
+    ``s / max s`` (0 means irrelevant, so the ratio keeps the scale); below 0 the scores are
+    shifted so the lowest gets 0 (a negative score never becomes 1, as ``s / max s`` made
+    it). A distance has no "irrelevant" point (0 is a perfect match), so only its position
+    between the nearest chosen passage (r̃ = 1) and the farthest (r̃ = 0) is read. A passage
+    without a score gets r̃ = 0 (ranked after the scored ones); when no passage has one,
+    all rank equal (r̃ = 1, the first top_k passages).
+    """
+    check_choice(score_kind, "score_kind", SCORE_KINDS)
+    sign = 1.0 if score_kind == "similarity" else -1.0
+    scored = [k for k, s in enumerate(scores) if s is not None]
+    unscored = [k for k, s in enumerate(scores) if s is None]
+    order = sorted(scored, key=lambda k: (-sign * scores[k], k)) + unscored
+    chosen = sorted(order[:top_k])
+    sims = {k: sign * float(scores[k]) for k in chosen if scores[k] is not None}
+    if not sims:
+        return chosen, [1.0] * len(chosen)
+    # Halves, so that hi - lo cannot overflow for any pair of finite floats.
+    hi = max(sims.values()) / 2
+    lo = min(0.0, min(sims.values())) / 2
+    if hi == lo:
+        return chosen, [1.0 if k in sims else 0.0 for k in chosen]
+    return chosen, [min(1.0, max(0.0, (sims[k] / 2 - lo) / (hi - lo))) if k in sims else 0.0 for k in chosen]
 
 
 def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -479,11 +599,41 @@ def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
         item["text"] = clean_text(text)
         s = item["retrieval_score"]
         if s is not None:
-            if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)) or not math.isfinite(float(s)):
-                raise ValueError(f"passages: item {n} has a non-finite or non-numeric retrieval_score {s!r}")
+            if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)):
+                raise TypeError(f"passages: item {n} has a retrieval_score of type {type(s).__name__}, not a number")
+            if not math.isfinite(float(s)):
+                raise ValueError(f"passages: item {n} has a non-finite retrieval_score {s!r}")
             item["retrieval_score"] = float(s)
         out.append(item)
     return out
+
+
+def _checked_prompt(question: str, claims: list[Claim]) -> str:
+    """The prompt of a passed gate: the kept claims by score, each contradicted one marked
+    with the kept claims that contradict it, and a line saying how many are contested."""
+    kept = sorted((c for c in claims if c.kept), key=lambda c: (-c.score, c.index))
+    rank = {c.index: n for n, c in enumerate(kept, 1)}
+
+    def against(c: Claim) -> str:
+        return ", ".join(f"C{r}" for r in sorted(rank[k] for k in c.contradicted_by))
+
+    lines = []
+    for c in kept:
+        mark = f"; contradicted by {against(c)}" if c.contradicted_by else ""
+        lines.append(f"C{rank[c.index]} [score {c.score:.2f}; source: {c.domain}{mark}] {c.text}")
+    contested = [c for c in kept if c.contradicted_by]
+    if contested:
+        pairs = ", ".join(f"C{rank[c.index]} (by {against(c)})" for c in contested)
+        note = CONTESTED_SOME.format(n=len(contested), pairs=pairs)
+    else:
+        note = CONTESTED_NONE
+    return CHECKED_PROMPT.format(question=question, claims="\n".join(lines), contested=note)
+
+
+def _kept_contradictions(keep: np.ndarray, ei: np.ndarray, ej: np.ndarray, kind: np.ndarray):
+    """(i, j) of the contradiction edges with both ends kept."""
+    mask = (kind < 0) & keep[ei] & keep[ej] if len(ei) else np.zeros(0, dtype=bool)
+    return ei[mask].tolist(), ej[mask].tolist()
 
 
 def _supported_kept(keep: np.ndarray, ei: np.ndarray, ej: np.ndarray, kind: np.ndarray) -> np.ndarray:

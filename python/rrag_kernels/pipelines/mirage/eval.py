@@ -2,8 +2,14 @@
 
 Data format (one JSON object per line): ``{"id", "question", "passages": [...]}``, each
 passage with ``text``, ``url``, ``title``, ``retrieval_score`` and the harness-only labels
-``label`` ("clean" | "polluted"), ``family`` and ``source_pid``. The defense never sees the
+``label`` ("clean" | "polluted"), ``family``, ``source_pid`` and ``false_sentences`` (the
+sentences of a polluted passage that state its changed fact). The defense never sees the
 labels: the harness passes it only :data:`~rrag_kernels.pipelines.mirage.PASSAGE_KEYS`.
+
+What is measured is what reaches the LLM, claim by claim (:func:`is_false_claim`): the
+falsehood rate of the delivered claims and the share of true claims delivered, beside the
+undefended baseline that delivers every claim (:func:`summarise`), in-sample and
+cross-validated by question (:func:`cross_validate_gate`).
 
 Regimes (as in the paper's protocol):
 - ``clean``: the clean passages;
@@ -24,6 +30,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...models import split_sentences
+from ...ops import check_int
 from .._progress import progress_iter
 from .defense import PASSAGE_KEYS, MirageDefense, MirageParams
 
@@ -62,9 +70,54 @@ def build_regimes(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return {"clean": clean, "mixed": mixed, "polluted": polluted}
 
 
+def normalise_claim(text: str) -> str:
+    """Whitespace collapsed to single spaces, stripped, lower-cased: the form in which
+    claims and false sentences are compared."""
+    return " ".join(text.split()).lower()
+
+
+def is_false_claim(claim: str, false_sentences: Sequence[str]) -> bool:
+    """Whether a claim states a false fact of its passage.
+
+    A claim is false iff, after :func:`normalise_claim`, it is a substring of one of its
+    passage's false sentences or contains one (so a false sentence split into two claims
+    makes both false, and a claim that merges it with a neighbour is false too).
+
+    Parameters
+    ----------
+    claim : str
+    false_sentences : sequence of str
+        The ``false_sentences`` of the claim's own passage (``[]`` for a clean one).
+    """
+    c = normalise_claim(claim)
+    for sentence in false_sentences:
+        f = normalise_claim(sentence)
+        if f and c and (c in f or f in c):
+            return True
+    return False
+
+
+def _passage_truth(passage: dict[str, Any]) -> list[str] | None:
+    """A passage's false sentences; None when a polluted passage does not mark them."""
+    marked = passage.get("false_sentences")
+    if marked is None and passage.get("label") != "polluted":
+        return []
+    if not isinstance(marked, list) or not all(isinstance(f, str) for f in marked):
+        return None
+    return marked
+
+
 @dataclass
 class RunRecord:
-    """One (question, regime) run: the gate's statistics and where kept claims came from."""
+    """One (question, regime) run: the gate's statistics and where kept claims came from.
+
+    Claim-level truth (``truth_known`` when every polluted passage of the run marks its
+    ``false_sentences``): ``kept_true`` / ``kept_false`` count the kept claims whatever the
+    gate decided (a gate with other thresholds can be applied later); ``all_true`` /
+    ``all_false`` count every sentence of every passage of the run, i.e. what an undefended
+    pipeline delivers; the ``*_by_family`` dicts count false claims per polluted family.
+    ``on_block`` is the defense's fallback (``"passthrough"`` delivers everything on BLOCK).
+    """
 
     qid: str
     regime: str
@@ -83,6 +136,49 @@ class RunRecord:
     kernels_s: float
     total_s: float
     error: str | None = None
+    on_block: str = "parametric"
+    truth_known: bool = False
+    kept_true: int = 0
+    kept_false: int = 0
+    all_true: int = 0
+    all_false: int = 0
+    kept_false_by_family: dict[str, int] = field(default_factory=dict)
+    all_false_by_family: dict[str, int] = field(default_factory=dict)
+
+
+def _count_claims(labelled: Sequence[dict[str, Any]], result: Any) -> dict[str, Any]:
+    """Claim-level truth of one run: true / false claims kept and in all (per family too)."""
+    truth = [_passage_truth(p) for p in labelled]
+    counts: dict[str, Any] = {
+        "truth_known": all(t is not None for t in truth),
+        "kept_true": 0, "kept_false": 0, "all_true": 0, "all_false": 0,
+        "kept_false_by_family": {}, "all_false_by_family": {},
+    }
+    if not counts["truth_known"]:
+        return counts
+
+    def add(where: str, source: int, text: str) -> None:
+        if is_false_claim(text, truth[source]):
+            counts[f"{where}_false"] += 1
+            family = str(labelled[source].get("family"))
+            by_family = counts[f"{where}_false_by_family"]
+            by_family[family] = by_family.get(family, 0) + 1
+        else:
+            counts[f"{where}_true"] += 1
+
+    for source, passage in enumerate(labelled):
+        sentences = split_sentences(passage["text"])
+        for sentence in sentences:
+            add("all", source, sentence)
+        for marked in truth[source]:
+            if not any(is_false_claim(s, [marked]) for s in sentences):
+                logger.warning("mirage-eval: passage %s: false sentence %r matches none of its sentences",
+                               passage.get("pid"), marked)
+    if result is not None:
+        for c in result.claims:
+            if c.kept:
+                add("kept", c.source, c.text)
+    return counts
 
 
 def run_regimes(
@@ -92,7 +188,11 @@ def run_regimes(
     *,
     progress: bool = True,
 ) -> list[RunRecord]:
-    """Defend every (question, regime) and record what the gate saw."""
+    """Defend every (question, regime) and record what the gate saw.
+
+    The defense is shown only :data:`~rrag_kernels.pipelines.mirage.PASSAGE_KEYS` of each
+    passage; ``label``, ``family`` and ``false_sentences`` are read here, to count.
+    """
     jobs = [(row, regime) for row in rows for regime in regimes]
     iterator = progress_iter(jobs, enabled=progress, desc="mirage-eval", unit="run")
     records = []
@@ -146,6 +246,8 @@ def run_regimes(
                 kernels_s=float(timings.get("kernels_s", 0.0)),
                 total_s=total,
                 error=error,
+                on_block=defense.params.on_block,
+                **_count_claims(labelled, result),
             )
         )
     return records
@@ -209,32 +311,106 @@ def tune_gate(records: Sequence[RunRecord], grid: dict[str, Sequence[float]] | N
     return {"thresholds": thr, "pass_clean": clean, "pass_mixed": mixed, "pass_polluted": polluted}
 
 
-def cross_validate_gate(records: Sequence[RunRecord], folds: int = 4) -> dict[str, float]:
-    """Tune on all but one fold of questions, measure on the held-out fold; averaged pass
-    rates per regime (how the tuned gate generalises to unseen questions)."""
+def fold_gates(records: Sequence[RunRecord], folds: int = 4) -> list[tuple[frozenset[str], GateThresholds]]:
+    """Cross-validation by question: for each fold, its held-out question ids and the gate
+    :func:`tune_gate` fits on the other folds' questions (fold f holds every ``folds``-th
+    question id in sorted order, from the f-th; a fold with nothing to train on is skipped)."""
+    check_int(folds, "folds", minimum=2)
     qids = sorted({r.qid for r in records})
-    outcome = {regime: [] for regime in REGIMES}
+    gates = []
     for f in range(folds):
-        held = set(qids[f::folds])
+        held = frozenset(qids[f::folds])
         train = [r for r in records if r.qid not in held]
-        test = [r for r in records if r.qid in held]
-        if not train or not test:
-            continue
-        thr = tune_gate(train)["thresholds"]
-        for r in test:
-            outcome[r.regime].append(thr.passes(r))
-    return {regime: (float(np.mean(v)) if v else float("nan")) for regime, v in outcome.items()}
+        if held and train:
+            gates.append((held, tune_gate(train)["thresholds"]))
+    return gates
+
+
+def _out_of_fold(records: Sequence[RunRecord], gates) -> tuple[list[RunRecord], list[bool]]:
+    """The records of the held-out questions and each one's decision by its fold's gate."""
+    runs, passed = [], []
+    for held, thr in gates:
+        for r in records:
+            if r.qid in held:
+                runs.append(r)
+                passed.append(thr.passes(r))
+    return runs, passed
+
+
+def cross_validate_gate(records: Sequence[RunRecord], folds: int = 4) -> dict[str, dict[str, Any]]:
+    """Out-of-fold quality of the tuned gate: every record is judged by the gate tuned on
+    the other folds' questions (:func:`fold_gates`), and the rates of :func:`summarise`
+    (pass rate, falsehood rate of the delivered claims, true-claim delivery, ...) are
+    measured on those held-out decisions: how the tuned gate generalises to unseen questions."""
+    return _summarise(*_out_of_fold(records, fold_gates(records, folds)))
+
+
+def _delivered(r: RunRecord, passed: bool) -> tuple[int, int, dict[str, int]]:
+    """(true, false, false per family) claims a run delivers: its kept claims when the gate
+    passed; on BLOCK everything under ``passthrough``, else nothing."""
+    if passed:
+        return r.kept_true, r.kept_false, r.kept_false_by_family
+    if r.on_block == "passthrough":
+        return r.all_true, r.all_false, r.all_false_by_family
+    return 0, 0, {}
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else float("nan")
+
+
+def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:
+    for key, value in more.items():
+        total[key] = total.get(key, 0) + value
 
 
 def summarise(records: Sequence[RunRecord], thr: GateThresholds | None = None) -> dict[str, dict[str, Any]]:
-    """Per regime: gate pass rate, purity of the defended sets, share of clean claims kept,
-    per-family share of polluted claims kept, and time per query (NLI vs kernels)."""
+    """Per regime: what reaches the LLM, and the undefended baseline beside it.
+
+    Parameters
+    ----------
+    records : sequence of RunRecord
+    thr : GateThresholds, optional
+        Judge every run by these thresholds instead of the defense's own gate.
+
+    Returns
+    -------
+    dict
+        regime -> ``runs``, ``errors``, ``pass_rate``; claim-level (NaN when a run lacks
+        ``false_sentences``): ``falsehood_rate`` (false / all claims delivered: kept claims
+        of passed gates, plus every claim of a blocked run under ``on_block="passthrough"``),
+        ``true_delivery`` (true claims delivered / all true claims of the regime's items),
+        ``false_by_family`` (false claims delivered per family), and the undefended
+        baseline (every claim of every item delivered): ``falsehood_rate_undefended``,
+        ``true_delivery_undefended`` (1 by definition), ``false_by_family_undefended``;
+        counts ``n_delivered``, ``n_delivered_false``, ``n_claims``, ``n_false``;
+        passage-level (over every run, whatever the gate): ``purity`` (kept claims from
+        clean passages / all kept), ``clean_kept``, ``polluted_kept_by_family``; time per
+        query ``ms_per_query``, ``nli_ms``, ``kernels_ms``.
+    """
+    return _summarise(records, [(thr.passes(r) if thr else r.gate_passed) for r in records])
+
+
+def _summarise(records: Sequence[RunRecord], passed: Sequence[bool]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for regime in REGIMES:
-        runs = [r for r in records if r.regime == regime]
-        if not runs:
+        picked = [(r, ok) for r, ok in zip(records, passed) if r.regime == regime]
+        if not picked:
             continue
-        passed = [(thr.passes(r) if thr else r.gate_passed) for r in runs]
+        runs = [r for r, _ in picked]
+        delivered_true = delivered_false = 0
+        false_by_family: dict[str, int] = {}
+        false_undefended: dict[str, int] = {}
+        for r, ok in picked:
+            t, f, fam = _delivered(r, ok)
+            delivered_true += t
+            delivered_false += f
+            _add_counts(false_by_family, fam)
+            _add_counts(false_undefended, r.all_false_by_family)
+        all_true = sum(r.all_true for r in runs)
+        all_false = sum(r.all_false for r in runs)
+        truth = all(r.truth_known for r in runs)
+        nan = float("nan")
         kept_clean = sum(r.kept_clean for r in runs)
         kept_poll = sum(r.kept_polluted for r in runs)
         cand_clean = sum(r.cand_clean for r in runs)
@@ -242,9 +418,19 @@ def summarise(records: Sequence[RunRecord], thr: GateThresholds | None = None) -
         out[regime] = {
             "runs": len(runs),
             "errors": sum(r.error is not None for r in runs),
-            "pass_rate": float(np.mean(passed)),
-            "purity": kept_clean / (kept_clean + kept_poll) if (kept_clean + kept_poll) else float("nan"),
-            "clean_kept": kept_clean / cand_clean if cand_clean else float("nan"),
+            "pass_rate": float(np.mean([ok for _, ok in picked])),
+            "falsehood_rate": _ratio(delivered_false, delivered_true + delivered_false) if truth else nan,
+            "falsehood_rate_undefended": _ratio(all_false, all_true + all_false) if truth else nan,
+            "true_delivery": _ratio(delivered_true, all_true) if truth else nan,
+            "true_delivery_undefended": _ratio(all_true, all_true) if truth else nan,
+            "false_by_family": {f: false_by_family.get(f, 0) for f in sorted(false_undefended)} if truth else {},
+            "false_by_family_undefended": dict(sorted(false_undefended.items())) if truth else {},
+            "n_delivered": delivered_true + delivered_false,
+            "n_delivered_false": delivered_false,
+            "n_claims": all_true + all_false,
+            "n_false": all_false,
+            "purity": _ratio(kept_clean, kept_clean + kept_poll),
+            "clean_kept": _ratio(kept_clean, cand_clean),
             "polluted_kept_by_family": {
                 f: sum(r.kept_by_family.get(f, 0) for r in runs) / max(1, sum(r.cand_by_family.get(f, 0) for r in runs))
                 for f in fams
@@ -256,17 +442,27 @@ def summarise(records: Sequence[RunRecord], thr: GateThresholds | None = None) -
     return out
 
 
+def _pct(value: float) -> str:
+    return "-" if np.isnan(value) else f"{value:.1%}"
+
+
 def format_report(summary: dict[str, dict[str, Any]], title: str = "") -> str:
+    """The summary as a table: regime | runs | gate pass | falsehood rate (defended /
+    undefended) | true-claim delivery (defended / undefended) | passage-level purity |
+    times | false claims delivered per family (defended / undefended)."""
     lines = [title] if title else []
     lines.append(
-        f"{'regime':<9} {'runs':>4} {'pass':>6} {'purity':>7} {'clean kept':>10} "
-        f"{'ms/query':>9} {'NLI ms':>7} {'kernel ms':>9}  polluted claims kept by family"
+        f"{'regime':<9} {'runs':>4} {'gate pass':>9} {'falsehood def / undef':>21} {'true delivered def / undef':>26} "
+        f"{'purity':>7} {'ms/query':>9} {'NLI ms':>7} {'kernel ms':>9}  false claims delivered by family (def / undef)"
     )
     for regime, s in summary.items():
-        fam = ", ".join(f"{f} {v:.0%}" for f, v in s["polluted_kept_by_family"].items()) or "-"
+        undefended = s["false_by_family_undefended"]
+        fam = ", ".join(f"{f} {s['false_by_family'].get(f, 0)}/{n}" for f, n in undefended.items()) or "-"
+        falsehood = f"{_pct(s['falsehood_rate'])} / {_pct(s['falsehood_rate_undefended'])}"
+        delivery = f"{_pct(s['true_delivery'])} / {_pct(s['true_delivery_undefended'])}"
         lines.append(
-            f"{regime:<9} {s['runs']:>4} {s['pass_rate']:>6.1%} {s['purity']:>7.1%} {s['clean_kept']:>10.1%} "
-            f"{s['ms_per_query']:>9.1f} {s['nli_ms']:>7.1f} {s['kernels_ms']:>9.2f}  {fam}"
+            f"{regime:<9} {s['runs']:>4} {_pct(s['pass_rate']):>9} {falsehood:>21} {delivery:>26} "
+            f"{_pct(s['purity']):>7} {s['ms_per_query']:>9.1f} {s['nli_ms']:>7.1f} {s['kernels_ms']:>9.2f}  {fam}"
         )
     return "\n".join(lines)
 
@@ -277,10 +473,32 @@ def evaluate(
     nli: Any = None,
     params: MirageParams | None = None,
     tune: bool = True,
+    folds: int = 4,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run the harness on a dataset: the regimes with the shipped gate, the gate tuned on
-    this data (in-sample) and its cross-validated pass rates."""
+    """Run the harness on a dataset.
+
+    Parameters
+    ----------
+    path : str or Path
+        JSONL in the format of ``shared/data/polluted_dev.jsonl``.
+    nli : NLIScorer, str or None
+        As for :class:`MirageDefense`.
+    params : MirageParams, optional
+    tune : bool
+        Also tune the gate on this data and cross-validate it by question.
+    folds : int
+        Folds of questions for the cross-validation.
+    progress : bool
+
+    Returns
+    -------
+    dict
+        ``params``, ``records``, ``shipped`` (:func:`summarise` with the defense's gate);
+        with ``tune``: ``tuned`` (:func:`tune_gate` in-sample), ``tuned_summary``,
+        ``fold_gates`` (:func:`fold_gates`) and ``cross_validated`` (the summary of the
+        out-of-fold decisions, as :func:`cross_validate_gate`).
+    """
     rows = load_dataset(path)
     defense = MirageDefense(nli=nli, params=params)
     records = run_regimes(defense, rows, progress=progress)
@@ -289,5 +507,7 @@ def evaluate(
         tuned = tune_gate(records)
         report["tuned"] = tuned
         report["tuned_summary"] = summarise(records, tuned["thresholds"])
-        report["cross_validated"] = cross_validate_gate(records)
+        gates = fold_gates(records, folds)
+        report["fold_gates"] = gates
+        report["cross_validated"] = _summarise(*_out_of_fold(records, gates))
     return report
