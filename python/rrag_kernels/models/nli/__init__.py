@@ -44,6 +44,7 @@ from .cross_encoder_nli import CrossEncoderNLI
 from .ensemble import EnsembleNLI
 from .lexical import LexicalNLI
 from .onnx_nli import OnnxNLI, find_onnx_file
+from .stacked import STACKER_FILE, StackedNLI
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -54,6 +55,7 @@ __all__ = [
     "NLIScorer",
     "OnnxNLI",
     "PACKAGED_DIR",
+    "StackedNLI",
     "default_model_dir",
     "label_permutation",
     "load",
@@ -125,7 +127,13 @@ def _default_scorer(**kwargs: Any) -> NLIScorer:
             "(pip install 'rrag_kernels[nli]'); using the model-free LexicalNLI instead", d.name,
         )
         return LexicalNLI(**kwargs)
-    return OnnxNLI(d, **kwargs)
+    return _with_stacker(OnnxNLI(d, **kwargs), d)
+
+
+def _with_stacker(model: NLIScorer, directory: Path) -> NLIScorer:
+    """The model alone, or :class:`StackedNLI` when its directory has a ``stacker.json``."""
+    stacker = directory / STACKER_FILE
+    return StackedNLI.from_file(model, stacker) if stacker.is_file() else model
 
 
 def _path_scorer(path: Path, **kwargs: Any) -> NLIScorer:
@@ -136,7 +144,7 @@ def _path_scorer(path: Path, **kwargs: Any) -> NLIScorer:
             raise ValueError(f"name: {str(path)!r} is a file but not an ONNX model (.onnx); give the model directory")
         return OnnxNLI(path, **kwargs)
     if find_onnx_file(path, kwargs.get("file_name")) is not None:
-        return OnnxNLI(path, **kwargs)
+        return _with_stacker(OnnxNLI(path, **kwargs), path)
     return CrossEncoderNLI(path, **kwargs)
 
 
