@@ -53,6 +53,7 @@ from ...ops import (
     select_pairs,
 )
 from .._progress import progress_iter
+from .corroboration import resolve_by_corroboration, slot_types, supporting_sources
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -63,6 +64,9 @@ SCORE_KINDS = ("similarity", "distance")
 #: What the prompt does when the gate blocks: answer without retrieval, refuse, or pass the
 #: retrieved passages through unchanged (marked as unchecked).
 ON_BLOCK = ("parametric", "refuse", "passthrough")
+#: How the kept set is chosen: the paper's greedy F(S) pruning, or corroboration decides each
+#: contradiction (pipelines/mirage/corroboration.py).
+MODES = ("paper", "corroboration")
 
 
 @dataclass(frozen=True)
@@ -106,12 +110,24 @@ class MirageParams:
     score_kind: str = "similarity"
     on_block: str = "parametric"
     trust: Mapping[str, float] = field(default_factory=dict)  # overrides of DEFAULT_TRUST
+    # Beyond the paper (mode="corroboration", see pipelines/mirage/corroboration.py): which
+    # side of a contradiction survives is decided by independent corroboration, and pairs
+    # are also made between claims that state the same kind of slot (a year, a date, a
+    # number, a name) at a lower containment tau_slot.
+    mode: str = "paper"
+    tau_slot: float = 0.3
+    min_sources: int = 0
+    # mode="corroboration": a contradiction edge counts from this w_contr = p_contradiction on.
+    # The paper calls every edge with w_contr > w_supp a contradiction, which makes most
+    # neutral pairs (p_contr 0.05 > 2 p_entail - 1 = 0) contradictions of weight ~0.
+    contr_min: float = 0.5
 
     def validate(self) -> "MirageParams":
-        ints = {"top_k": 1, "max_claims": 1, "max_pairs": 0, "sem_top_m": 1, "probe_m": 0, "probe_k": 0, "d_min": 0}
+        ints = {"top_k": 1, "max_claims": 1, "max_pairs": 0, "sem_top_m": 1, "probe_m": 0, "probe_k": 0, "d_min": 0,
+                "min_sources": 0}
         for name, low in ints.items():
             check_int(getattr(self, name), name, minimum=low)
-        for name in ("tau", "tau_sem", "probe_theta", "min_support_share"):
+        for name in ("tau", "tau_sem", "tau_slot", "probe_theta", "min_support_share", "contr_min"):
             v = float(getattr(self, name))
             if not (0.0 <= v <= 1.0):
                 raise ValueError(f"{name}: must be in [0, 1], got {v}")
@@ -125,6 +141,7 @@ class MirageParams:
             raise ValueError(f"nli_reduce: expected 'max' or 'mean', got {self.nli_reduce!r}")
         check_choice(self.score_kind, "score_kind", SCORE_KINDS)
         check_choice(self.on_block, "on_block", ON_BLOCK)
+        check_choice(self.mode, "mode", MODES)
         trust_table(self.trust)
         return self
 
@@ -142,9 +159,13 @@ class Claim:
     score: float = float("nan")
     support: int = 0  # support edges at this claim
     contradictions: int = 0  # contradiction edges at this claim
+    sources: int = 0  # other passages holding a claim that supports this one
     self_contradiction: float = 0.0  # counter-evidence weight from probing
     kept: bool = False
-    reason: str | None = None  # when dropped: "capped", "pruned" or "contradicted"
+    # When dropped: "capped", "pruned", "contradicted"; mode="corroboration" also "contradicted
+    # by a better-corroborated claim", "contradicted, equally corroborated", "uncorroborated
+    # specific", "contradicted by counter-evidence".
+    reason: str | None = None
     contradicted_by: list[int] = field(default_factory=list)  # kept claims (Claim.index) contradicting a kept claim
 
 
@@ -284,6 +305,14 @@ class MirageDefense:
             queries and the prompt all read the cleaned text, so the result equals that of
             the cleaned input.
         """
+        state = self._prepare(question, passages)
+        t = time.perf_counter()
+        fwd, bwd = self._pair_nli(state.texts, state.pair_i, state.pair_j)
+        state.timings["nli_s"] = time.perf_counter() - t
+        return self._finish(state, fwd, bwd)
+
+    def _prepare(self, question: str, passages: Sequence[Mapping[str, Any]]) -> "_Prepared":
+        """Steps 1-2: clean the inputs, make the claims, select the pairs for NLI."""
         if not isinstance(question, str):
             raise TypeError(f"question: expected str, got {type(question).__name__}")
         question = clean_text(question)
@@ -294,7 +323,6 @@ class MirageDefense:
         claims = self._make_claims(clean)
         timings["split_s"] = time.perf_counter() - t0
         active = [c for c in claims if c.reason is None]
-        n = len(active)
 
         t = time.perf_counter()
         texts = [c.text for c in active]
@@ -303,16 +331,23 @@ class MirageDefense:
         pair_i, pair_j, overlap = select_pairs(
             token_ids, token_offsets, source_ids, tau=p.tau, max_pairs=p.max_pairs
         )
+        if p.mode == "corroboration" and p.tau_slot < p.tau:
+            pair_i, pair_j, overlap = _with_slot_pairs(texts, token_ids, token_offsets, source_ids, pair_i, pair_j,
+                                                       overlap, p.tau_slot, p.max_pairs)
         timings["kernels_s"] = time.perf_counter() - t
         if p.pairing != "lexical":
             t = time.perf_counter()
             pair_i, pair_j, overlap = self._semantic_pairs(texts, source_ids, pair_i, pair_j, overlap)
             timings["embed_s"] = time.perf_counter() - t
+        return _Prepared(question, clean, claims, active, texts, source_ids, pair_i, pair_j, timings)
 
-        t = time.perf_counter()
-        fwd, bwd = self._pair_nli(texts, pair_i, pair_j)
-        timings["nli_s"] = time.perf_counter() - t
-
+    def _finish(self, state: "_Prepared", fwd: np.ndarray, bwd: np.ndarray) -> MirageResult:
+        """Steps 3-7 from the pairs' NLI probabilities: graph, probing, scores, the kept set,
+        the gate and the prompt."""
+        p = self.params
+        question, clean, claims, active, timings = state.question, state.clean, state.claims, state.active, state.timings
+        pair_i, pair_j = state.pair_i, state.pair_j
+        n = len(active)
         t = time.perf_counter()
         graph = nli_graph(pair_i, pair_j, fwd, bwd, n, label_order=self.nli.labels, reduce=p.nli_reduce)
         timings["kernels_s"] += time.perf_counter() - t
@@ -326,12 +361,26 @@ class MirageDefense:
         scores = np.log1p(support) + p.alpha * trust + p.beta * r_tilde
         edge_mask = np.asarray(graph.kind) != 0
         ei, ej = np.asarray(pair_i)[edge_mask], np.asarray(pair_j)[edge_mask]
-        weights = (np.asarray(graph.w_supp) - np.asarray(graph.w_contr))[edge_mask]
-        keep, order, f_value = greedy_prune(scores, ei, ej, weights, self_penalty=penalty)
+        kind = np.asarray(graph.kind)[edge_mask]
+        reasons: list[str | None] = [None] * n
+        if p.mode == "corroboration":
+            # Weak contradictions (w_contr < contr_min) are left out of the decision and of
+            # the gate's contradiction ratio: they are neutral pairs in the paper's rule.
+            weak = (kind < 0) & ((np.asarray(graph.w_contr)[edge_mask]) < p.contr_min)
+            kind = np.where(weak, 0, kind).astype(np.int8)
+            res = resolve_by_corroboration(state.texts, state.source_ids, ei, ej, kind,
+                                           active=penalty <= 0, min_sources=p.min_sources)
+            keep, order, f_value, reasons = res.keep, np.zeros(0, dtype=np.int64), float("nan"), res.reason
+            for k in np.flatnonzero(penalty > 0):
+                reasons[k] = "contradicted by counter-evidence"
+            corroboration = res.sources
+        else:
+            weights = (np.asarray(graph.w_supp) - np.asarray(graph.w_contr))[edge_mask]
+            keep, order, f_value = greedy_prune(scores, ei, ej, weights, self_penalty=penalty)
+            corroboration = supporting_sources(n, state.source_ids, ei, ej, kind)
         keep = np.asarray(keep, dtype=bool)
         domains = sorted({c.domain for c in active})
         domain_ids = np.array([domains.index(c.domain) for c in active], dtype=np.int64)
-        kind = np.asarray(graph.kind)[edge_mask]
         gate = gate_stats(keep, ei, ej, kind, domain_ids, eps=p.eps)
         supported = _supported_kept(keep, ei, ej, kind)
         timings["kernels_s"] += time.perf_counter() - t
@@ -343,10 +392,12 @@ class MirageDefense:
             c.score = float(scores[k])
             c.support = int(graph.support_count[k])
             c.contradictions = int(graph.contradiction_count[k])
+            c.sources = int(corroboration[k])
             c.self_contradiction = float(penalty[k])
             c.kept = bool(keep[k])
             if not c.kept:
-                c.reason = "contradicted" if (c.contradictions > 0 or c.self_contradiction > 0) else "pruned"
+                c.reason = reasons[k] or (
+                    "contradicted" if (c.contradictions > 0 or c.self_contradiction > 0) else "pruned")
         for a, b in zip(*_kept_contradictions(keep, ei, ej, kind)):
             active[a].contradicted_by.append(active[b].index)
             active[b].contradicted_by.append(active[a].index)
@@ -390,31 +441,72 @@ class MirageDefense:
         shows a tqdm bar when tqdm is installed.
         """
         items = list(items)
-        iterator = progress_iter(items, enabled=progress, desc="mirage", unit="query")
-        results = []
-        for n, item in enumerate(iterator):
-            question = item.get("question", "") if isinstance(item, Mapping) else ""
+        results: list[MirageResult | None] = [None] * len(items)
+        states: dict[int, _Prepared] = {}
+        for n, item in enumerate(items):
             try:
-                results.append(self.defend(item["question"], item["passages"]))
+                states[n] = self._prepare(item["question"], item["passages"])
             except Exception as exc:  # one bad item must not lose the batch
-                logger.warning("mirage: item %d failed: %s", n, exc)
-                try:
-                    readable = _clean_passages(item["passages"])
-                except Exception:  # the passages themselves are what failed
-                    readable = []
-                prompt, fallback = self._blocked_prompt(str(question), "the defense failed on this input", readable)
-                results.append(
-                    MirageResult(
-                        question=str(question),
-                        gate_passed=False,
-                        claims=[],
-                        stats={"gate_reason": "error"},
-                        prompt=prompt,
-                        error=f"{type(exc).__name__}: {exc}",
-                        fallback=fallback,
-                    )
-                )
-        return results
+                results[n] = self._failed(n, item, exc)
+        # One NLI pass over the distinct pairs of every item (both directions), in chunks so
+        # that the scorer batches by length across items and a progress bar can move.
+        probs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        try:
+            probs = self._batched_nli(states, progress)
+        except Exception as exc:  # a scorer failure: isolate the item that causes it
+            logger.warning("mirage: batched NLI failed (%s); scoring item by item", exc)
+        for n, state in states.items():
+            try:
+                if n in probs:
+                    fwd, bwd = probs[n]
+                else:
+                    t = time.perf_counter()
+                    fwd, bwd = self._pair_nli(state.texts, state.pair_i, state.pair_j)
+                    state.timings["nli_s"] = time.perf_counter() - t
+                results[n] = self._finish(state, fwd, bwd)
+            except Exception as exc:
+                results[n] = self._failed(n, items[n], exc)
+        return [r for r in results if r is not None]
+
+    def _failed(self, n: int, item: Any, exc: Exception) -> MirageResult:
+        logger.warning("mirage: item %d failed: %s", n, exc)
+        question = item.get("question", "") if isinstance(item, Mapping) else ""
+        try:
+            readable = _clean_passages(item["passages"])
+        except Exception:  # the passages themselves are what failed
+            readable = []
+        prompt, fallback = self._blocked_prompt(str(question), "the defense failed on this input", readable)
+        return MirageResult(question=str(question), gate_passed=False, claims=[], stats={"gate_reason": "error"},
+                            prompt=prompt, error=f"{type(exc).__name__}: {exc}", fallback=fallback)
+
+    def _batched_nli(self, states: Mapping[int, "_Prepared"], progress: bool,
+                     chunk: int = 4096) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Both directions of every item's pairs, each distinct (premise, hypothesis) scored
+        once; returns (fwd, bwd) per item."""
+        index: dict[tuple[str, str], int] = {}
+        wanted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for n, st in states.items():
+            f_idx, b_idx = [], []
+            for a, b in zip(np.asarray(st.pair_i).tolist(), np.asarray(st.pair_j).tolist()):
+                ta, tb = st.texts[a], st.texts[b]
+                f_idx.append(index.setdefault((ta, tb), len(index)))
+                b_idx.append(index.setdefault((tb, ta), len(index)))
+            wanted[n] = (np.array(f_idx, dtype=np.int64), np.array(b_idx, dtype=np.int64))
+        pairs = list(index)
+        table = np.zeros((len(pairs), 3), dtype=np.float64)
+        t = time.perf_counter()
+        starts = range(0, len(pairs), chunk)
+        for s0 in progress_iter(starts, enabled=progress and len(pairs) > chunk, desc="mirage nli", unit="chunk"):
+            part = pairs[s0:s0 + chunk]
+            table[s0:s0 + len(part)] = np.asarray(
+                self.nli.predict_proba([x for x, _ in part], [y for _, y in part]), dtype=np.float64)
+        elapsed = time.perf_counter() - t
+        total = sum(len(f) + len(b) for f, b in wanted.values()) or 1
+        out = {}
+        for n, (f_idx, b_idx) in wanted.items():
+            states[n].timings["nli_s"] = elapsed * (len(f_idx) + len(b_idx)) / total  # the item's share
+            out[n] = (table[f_idx].reshape(-1, 3), table[b_idx].reshape(-1, 3))
+        return out
 
     # ------------------------------------------------------------------ steps
     def _make_claims(self, passages: list[dict[str, Any]]) -> list[Claim]:
@@ -535,6 +627,36 @@ class MirageDefense:
             lines = [f"P{n} [source: {url_domain(ps.get('url'))}] {ps['text']}" for n, ps in enumerate(passages, 1)]
             return PASSTHROUGH_PROMPT.format(question=question, why=why, passages="\n".join(lines)), mode
         return PARAMETRIC_PROMPT.format(question=question, why=why), mode
+
+
+@dataclass
+class _Prepared:
+    """One item between pair selection and NLI (defend_batch scores all items' pairs at once)."""
+
+    question: str
+    clean: list[dict[str, Any]]
+    claims: list["Claim"]
+    active: list["Claim"]
+    texts: list[str]
+    source_ids: np.ndarray
+    pair_i: Any
+    pair_j: Any
+    timings: dict[str, float]
+
+
+def _with_slot_pairs(texts, token_ids, token_offsets, source_ids, pair_i, pair_j, overlap, tau_slot, max_pairs):
+    """The paper's pairs plus the cross-source pairs at containment >= tau_slot that state the
+    same kind of slot (see :func:`slot_types`); ranked by overlap, ties by (i, j), capped."""
+    si, sj, so = select_pairs(token_ids, token_offsets, source_ids, tau=tau_slot, max_pairs=None)
+    slots = np.array([slot_types(t) for t in texts], dtype=np.int64)
+    si, sj, so = np.asarray(si), np.asarray(sj), np.asarray(so)
+    share = (slots[si] & slots[sj]) != 0 if len(si) else np.zeros(0, dtype=bool)
+    cand = {(int(a), int(b)): float(o) for a, b, o in zip(si[share], sj[share], so[share])}
+    for a, b, o in zip(np.asarray(pair_i).tolist(), np.asarray(pair_j).tolist(), np.asarray(overlap).tolist()):
+        cand[(a, b)] = max(cand.get((a, b), 0.0), float(o))
+    ranked = sorted(cand.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pairs]
+    return (np.array([k[0] for k, _ in ranked], dtype=np.int64), np.array([k[1] for k, _ in ranked], dtype=np.int64),
+            np.array([v for _, v in ranked], dtype=np.float64))
 
 
 def top_passages(scores: Sequence[float | None], top_k: int, score_kind: str = "similarity") -> tuple[list[int], list[float]]:
