@@ -5,14 +5,17 @@
     result = MirageDefense().defend(question, passages)   # gate decision, kept claims, prompt
 
 :mod:`.defense` holds the method (:class:`MirageDefense`, every constant a
-:class:`MirageParams` field); :mod:`.eval` the clean / mixed / polluted harness and the gate
-tuning behind ``python -m rrag_kernels mirage-eval``.
+:class:`MirageParams` field; ``mode="paper"`` or ``"corroboration"``); :mod:`.corroboration`
+the rule that decides contradictions by independent support; :mod:`.eval` the clean / mixed /
+polluted harness and the gate tuning behind ``python -m rrag_kernels mirage-eval``.
 """
 
 from __future__ import annotations
 
+from .corroboration import resolve_by_corroboration, slot_types, supporting_sources
 from .defense import (
     CHECKED_PROMPT,
+    MODES,
     ON_BLOCK,
     PAIRINGS,
     PARAMETRIC_PROMPT,
@@ -48,6 +51,7 @@ from .eval import (
 __all__ = [
     "CHECKED_PROMPT",
     "DEFAULT_GRID",
+    "MODES",
     "ON_BLOCK",
     "PAIRINGS",
     "PARAMETRIC_PROMPT",
@@ -55,6 +59,9 @@ __all__ = [
     "PASSTHROUGH_PROMPT",
     "REFUSAL_PROMPT",
     "REGIMES",
+    "resolve_by_corroboration",
+    "slot_types",
+    "supporting_sources",
     "SCORE_KINDS",
     "Claim",
     "GateThresholds",
