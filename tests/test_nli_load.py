@@ -56,8 +56,9 @@ def test_packaged_names():
 @pytest.mark.parametrize("name", ["minilm-nli", " MiniLM-NLI "])
 def test_packaged_model_by_name(hub_loader, name):
     scorer = nli.load(name, batch_size=4)
-    assert isinstance(scorer, nli.OnnxNLI) and scorer.path == nli.PACKAGED_DIR / "minilm-nli"
-    assert scorer.batch_size == 4 and hub_loader.calls == []
+    model = scorer.model if isinstance(scorer, nli.StackedNLI) else scorer  # with its stacker.json
+    assert isinstance(model, nli.OnnxNLI) and model.path == nli.PACKAGED_DIR / "minilm-nli"
+    assert model.batch_size == 4 and hub_loader.calls == []
     pair = (["The mill opened in 1901."], ["The mill opened in 1910."])
     np.testing.assert_array_equal(scorer.predict_proba(*pair), nli.load().predict_proba(*pair))
 
@@ -68,7 +69,7 @@ def test_any_packaged_directory_is_a_name(hub_loader, tmp_path, monkeypatch):
     (tmp_path / "packaged" / "other-nli").symlink_to(nli.default_model_dir(), target_is_directory=True)
     monkeypatch.setattr(nli, "PACKAGED_DIR", tmp_path / "packaged")
     assert nli.packaged_names() == ("other-nli", "lexical", "ensemble")
-    assert nli.load("other-nli").path == tmp_path / "packaged" / "other-nli"
+    assert nli.load("other-nli").model.path == tmp_path / "packaged" / "other-nli"  # model + its stacker
     assert isinstance(nli.load("ensemble"), nli.EnsembleNLI) and hub_loader.calls == []
 
 

@@ -234,7 +234,7 @@ def load(name: str | os.PathLike | None = None, **kwargs: Any) -> NLIScorer:
         return default_ensemble(**kwargs)
     packaged = {n.lower(): n for n in _packaged_model_names()}
     if key in packaged:
-        return OnnxNLI(PACKAGED_DIR / packaged[key], **kwargs)
+        return _with_stacker(OnnxNLI(PACKAGED_DIR / packaged[key], **kwargs), PACKAGED_DIR / packaged[key])
     path = Path(name).expanduser()
     if path.exists():
         return _path_scorer(path, **kwargs)

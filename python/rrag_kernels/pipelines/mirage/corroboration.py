@@ -108,7 +108,7 @@ class Resolution:
 
 def resolve_by_corroboration(texts: Sequence[str], source: np.ndarray, edge_i: np.ndarray, edge_j: np.ndarray,
                              kind: np.ndarray, *, active: np.ndarray | None = None,
-                             min_sources: int = 0) -> Resolution:
+                             min_sources: int = 0, decisive: np.ndarray | None = None) -> Resolution:
     """The corroboration rule of the module docstring.
 
     Parameters
@@ -120,6 +120,10 @@ def resolve_by_corroboration(texts: Sequence[str], source: np.ndarray, edge_i: n
         Claims that take part (others are neither counted nor kept); default all.
     min_sources : int >= 0
         Step 3: claims with a checkable specific need this many supporting other passages.
+    decisive : (E,) bool, optional
+        Contradiction edges strong enough to drop both ends on a tie; the others (weaker
+        contradictions) only let a better-corroborated claim drop a less corroborated one.
+        Default: all.
 
     Returns
     -------
@@ -129,14 +133,15 @@ def resolve_by_corroboration(texts: Sequence[str], source: np.ndarray, edge_i: n
     source = np.asarray(source, dtype=np.int64)
     ei, ej, kd = (np.asarray(x) for x in (edge_i, edge_j, kind))
     keep = np.ones(n, dtype=bool) if active is None else np.asarray(active, dtype=bool).copy()
+    dec = np.ones(len(ei), dtype=bool) if decisive is None else np.asarray(decisive, dtype=bool)
     if n and len(ei):
         live = keep[ei] & keep[ej]
-        ei, ej, kd = ei[live], ej[live], kd[live]
+        ei, ej, kd, dec = ei[live], ej[live], kd[live], dec[live]
     sources = supporting_sources(n, source, ei, ej, kd)
     reason: list[str | None] = [None] * n
     losers = np.zeros(n, dtype=bool)
-    for a, b, k in zip(ei.tolist(), ej.tolist(), kd.tolist()):
-        if k >= 0 or source[a] == source[b]:
+    for a, b, k, strong in zip(ei.tolist(), ej.tolist(), kd.tolist(), dec.tolist()):
+        if k >= 0 or source[a] == source[b] or (not strong and sources[a] == sources[b]):
             continue
         if sources[a] > sources[b]:
             losers[b] = True

@@ -114,20 +114,26 @@ class MirageParams:
     # side of a contradiction survives is decided by independent corroboration, and pairs
     # are also made between claims that state the same kind of slot (a year, a date, a
     # number, a name) at a lower containment tau_slot.
-    mode: str = "paper"
+    mode: str = "corroboration"
     tau_slot: float = 0.3
     min_sources: int = 0
     # mode="corroboration": a contradiction edge counts from this w_contr = p_contradiction on.
     # The paper calls every edge with w_contr > w_supp a contradiction, which makes most
     # neutral pairs (p_contr 0.05 > 2 p_entail - 1 = 0) contradictions of weight ~0.
     contr_min: float = 0.5
+    # ... and a weaker one (p_contr >= contr_lopsided) still lets a better-corroborated claim
+    # drop a less corroborated one (never both). Off by default (= contr_min): on the dev set
+    # the judge's weak contradictions removed true and false claims alike (0.2: mixed falsehood
+    # 13.8 % vs 13.7 %, true-claim delivery 75 % vs 80 %).
+    contr_lopsided: float = 0.5
 
     def validate(self) -> "MirageParams":
         ints = {"top_k": 1, "max_claims": 1, "max_pairs": 0, "sem_top_m": 1, "probe_m": 0, "probe_k": 0, "d_min": 0,
                 "min_sources": 0}
         for name, low in ints.items():
             check_int(getattr(self, name), name, minimum=low)
-        for name in ("tau", "tau_sem", "tau_slot", "probe_theta", "min_support_share", "contr_min"):
+        for name in ("tau", "tau_sem", "tau_slot", "probe_theta", "min_support_share", "contr_min",
+                     "contr_lopsided"):
             v = float(getattr(self, name))
             if not (0.0 <= v <= 1.0):
                 raise ValueError(f"{name}: must be in [0, 1], got {v}")
@@ -366,11 +372,18 @@ class MirageDefense:
         if p.mode == "corroboration":
             # Weak contradictions (w_contr < contr_min) are left out of the decision and of
             # the gate's contradiction ratio: they are neutral pairs in the paper's rule.
-            weak = (kind < 0) & ((np.asarray(graph.w_contr)[edge_mask]) < p.contr_min)
+            w_contr = np.asarray(graph.w_contr)[edge_mask]
+            lopsided = (kind < 0) & (w_contr >= p.contr_lopsided)
+            weak = (kind < 0) & (w_contr < p.contr_min)
+            res = resolve_by_corroboration(state.texts, state.source_ids, ei, ej,
+                                           np.where(weak & ~lopsided, 0, kind).astype(np.int8),
+                                           active=penalty <= 0, min_sources=p.min_sources, decisive=~weak)
             kind = np.where(weak, 0, kind).astype(np.int8)
-            res = resolve_by_corroboration(state.texts, state.source_ids, ei, ej, kind,
-                                           active=penalty <= 0, min_sources=p.min_sources)
-            keep, order, f_value, reasons = res.keep, np.zeros(0, dtype=np.int64), float("nan"), res.reason
+            keep, order, reasons = res.keep, np.zeros(0, dtype=np.int64), res.reason
+            # The paper's objective at the kept set, for comparison with mode="paper".
+            weights = (np.asarray(graph.w_supp) - np.asarray(graph.w_contr))[edge_mask]
+            both = keep[ei] & keep[ej] if len(ei) else np.zeros(0, dtype=bool)
+            f_value = float((scores - penalty)[keep].sum() + weights[both].sum())
             for k in np.flatnonzero(penalty > 0):
                 reasons[k] = "contradicted by counter-evidence"
             corroboration = res.sources

@@ -1,0 +1,120 @@
+"""End-to-end MIRAGE defense time and the default NLI scorer's throughput (issue 10).
+
+What a user pays per question: ``MirageDefense().defend(question, passages)`` with the
+default (offline) judge, at 8 and at 20 passages, in both modes, and ``defend_batch`` over
+16 questions (whose NLI is one pass over the distinct pairs of all items); and the default
+scorer's pairs/s on the claim pairs the defense actually sends it. The passages are the dev
+set's (``../shared/data/polluted_dev.jsonl``: 8 = a question's mixed regime, 20 = its 16
+passages and 4 of the next question's), else the packaged sample repeated. Medians of
+repeated calls; rows appended to ``benchmarks/results/mirage.csv`` (kernel ``defend`` /
+``defend_batch`` / ``nli_pairs``). Timing never asserts anything.
+
+Usage::
+
+    python benchmarks/bench_defend.py [--quick] [--nli NAME_OR_PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+
+DEV = harness.REPO_ROOT.parent / "shared" / "data" / "polluted_dev.jsonl"
+
+
+def _questions() -> tuple[list[dict], str]:
+    """(items with question and 16+ passages, where they came from)."""
+    from rrag_kernels.pipelines.mirage import PASSAGE_KEYS
+
+    def shown(ps):
+        return [{k: p.get(k) for k in PASSAGE_KEYS} for p in ps]
+
+    if DEV.is_file():
+        rows = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [{"question": r["question"], "passages": shown(r["passages"])} for r in rows], str(DEV.name)
+    sample = json.loads(resources.files("rrag_kernels").joinpath("data/mirage_sample.json").read_text())
+    items = sample["questions"]
+    out = []
+    for it in items:
+        ps = shown(it["passages"])
+        out.append({"question": it["question"], "passages": (ps * (20 // max(len(ps), 1) + 1))[:20]})
+    return out, "packaged mirage_sample.json (passages repeated)"
+
+
+def _median_s(fn, repeats: int) -> tuple[float, float, float]:
+    fn()  # warm up (model load, caches)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return statistics.median(times), times[len(times) // 5], times[(4 * len(times)) // 5]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats; rows to mirage-quick.csv")
+    parser.add_argument("--nli", default=None, help="NLI scorer name or path (default: the packaged default)")
+    parser.add_argument("--no-csv", action="store_true")
+    args = parser.parse_args(argv)
+    rk = harness.import_rrag()
+    from rrag_kernels.models import nli as nli_module
+    from rrag_kernels.pipelines.mirage import MirageDefense
+
+    scorer = nli_module.load(args.nli)
+    items, origin = _questions()
+    repeats = 3 if args.quick else 7
+    meta = harness.machine_info(rk.get_num_threads(), rk)
+    stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    rows, mode_name = [], "quick" if args.quick else "full"
+    print(f"judge: {scorer!r}; passages from {origin}")
+
+    def row(kernel, provider, shape, med, p20, p80, throughput="", unit=""):
+        rows.append({**meta, "timestamp": stamp, "mode": mode_name, "kernel": kernel, "provider": provider,
+                     "kind": harness.RRAG, "shape": shape, "median_ms": f"{med * 1e3:.3f}",
+                     "p20_ms": f"{p20 * 1e3:.3f}", "p80_ms": f"{p80 * 1e3:.3f}", "samples": str(repeats),
+                     "throughput": throughput, "throughput_unit": unit})
+        print(f"  {kernel:<13} {provider:<24} {shape:<40} {med * 1e3:9.1f} ms  (p20 {p20 * 1e3:.1f}, p80 "
+              f"{p80 * 1e3:.1f}) {throughput} {unit}")
+
+    first, second = items[0], items[1 % len(items)]
+    cases = {8: first["passages"][8:16] if len(first["passages"]) >= 16 else first["passages"][:8],
+             20: (first["passages"] + second["passages"])[:20]}
+    for mode in ("paper", "corroboration"):
+        defense = MirageDefense(nli=scorer, mode=mode)
+        for n, passages in cases.items():
+            med, p20, p80 = _median_s(lambda: defense.defend(first["question"], passages), repeats)
+            res = defense.defend(first["question"], passages)
+            row("defend", f"rrag-{mode}", f"{n} passages, {res.stats['n_claims']} claims, "
+                f"{res.stats['n_pairs']} pairs", med, p20, p80)
+        batch = [{"question": it["question"], "passages": it["passages"][8:16]} for it in items[:16]]
+        med, p20, p80 = _median_s(lambda: defense.defend_batch(batch, progress=False), max(2, repeats // 2))
+        row("defend_batch", f"rrag-{mode}", f"{len(batch)} questions x 8 passages", med, p20, p80,
+            f"{len(batch) / med:.2f}", "questions/s")
+    # The default scorer on the pairs the defense sends it (both directions).
+    defense = MirageDefense(nli=scorer, mode="corroboration")
+    state = defense._prepare(first["question"], cases[20])
+    a = [state.texts[i] for i in state.pair_i] + [state.texts[j] for j in state.pair_j]
+    b = [state.texts[j] for j in state.pair_j] + [state.texts[i] for i in state.pair_i]
+    med, p20, p80 = _median_s(lambda: scorer.predict_proba(a, b), repeats)
+    row("nli_pairs", type(scorer).__name__, f"{len(a)} claim pairs of a 20-passage query", med, p20, p80,
+        f"{len(a) / med:.1f}", "pairs/s")
+    if not args.no_csv:
+        path = harness.RESULTS_DIR / ("mirage-quick.csv" if args.quick else "mirage.csv")
+        harness.append_csv(path, rows)
+        print(f"{len(rows)} rows appended to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
