@@ -270,7 +270,12 @@ class TestCommandLine:
         out = capsys.readouterr().out
         assert "gate as shipped" in out and "in-sample" in out and "cross-validated by question (2 folds" in out
         assert out.count("falsehood def / undef") == 3
-        assert "NLI scorer: lexical (LexicalNLI)" in out
+        assert "NLI scorer: lexical (LexicalNLI); mode corroboration" in out
+
+    def test_mode_paper_is_passed_on(self, tmp_path, capsys):
+        assert main(["mirage-eval", str(self._data(tmp_path)), "--nli", "lexical", "--mode", "paper", "--no-progress",
+                     "--no-tune"]) == 0
+        assert "mode paper;" in capsys.readouterr().out
 
     @pytest.mark.parametrize(
         "args, says",
@@ -279,6 +284,7 @@ class TestCommandLine:
             (["{data}", "--nli", "no-such-scorer"], "--nli:"),
             (["{data}", "--folds", "1"], "--folds"),
             (["{data}", "--on-block", "drop"], "--on-block"),
+            (["{data}", "--mode", "greedy"], "--mode"),
             (["{bad}", "--nli", "lexical"], "data: line 1 is not JSON"),
         ],
     )

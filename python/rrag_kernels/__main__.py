@@ -42,9 +42,9 @@ def _demo(args: argparse.Namespace) -> int:
     from .pipelines.mirage import MirageDefense
 
     sample = json.loads(resources.files("rrag_kernels").joinpath("data/mirage_sample.json").read_text())
-    defense = MirageDefense(nli=_load_nli(args.nli), on_block=args.on_block)
-    print(f"MIRAGE defense, NLI scorer: {type(defense.nli).__name__}, pairing: {defense.params.pairing}, "
-          f"on BLOCK: {defense.params.on_block}")
+    defense = MirageDefense(nli=_load_nli(args.nli), on_block=args.on_block, mode=args.mode)
+    print(f"MIRAGE defense, NLI scorer: {type(defense.nli).__name__}, mode: {defense.params.mode}, "
+          f"pairing: {defense.params.pairing}, on BLOCK: {defense.params.on_block}")
     for item in sample["questions"]:
         labels = [p.get("label", "?") for p in item["passages"]]
         passages = [{k: p[k] for k in ("text", "url", "title", "retrieval_score")} for p in item["passages"]]
@@ -73,7 +73,7 @@ def _load_nli(name: str | None):
 def _mirage_eval(args: argparse.Namespace) -> int:
     from .pipelines.mirage import MirageParams, evaluate, format_report, load_dataset
 
-    params = MirageParams(pairing=args.pairing, on_block=args.on_block)
+    params = MirageParams(pairing=args.pairing, on_block=args.on_block, mode=args.mode)
     try:
         load_dataset(args.data)  # a malformed file is a usage error, found before any model loads
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -81,8 +81,8 @@ def _mirage_eval(args: argparse.Namespace) -> int:
     scorer = _load_nli(args.nli)
     report = evaluate(args.data, nli=scorer, params=params, tune=not args.no_tune, folds=args.folds,
                       progress=not args.no_progress)
-    print(f"NLI scorer: {args.nli or 'offline default'} ({type(scorer).__name__}); pairing {params.pairing}; "
-          f"on BLOCK: {params.on_block}")
+    print(f"NLI scorer: {args.nli or 'offline default'} ({type(scorer).__name__}); mode {params.mode}; "
+          f"pairing {params.pairing}; on BLOCK: {params.on_block}")
     print("falsehood: false claims / claims delivered; true delivered: true claims delivered / all true claims; "
           "undef = every claim delivered; purity: passage-level, kept claims of every run\n")
     print(format_report(report["shipped"], f"gate as shipped (r_max {params.r_max}, d_min {params.d_min}, "
@@ -167,12 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--prompt", action="store_true", help="also print the generated prompts")
     demo.add_argument("--on-block", default="parametric", choices=("parametric", "refuse", "passthrough"),
                       help="fallback when the gate blocks")
+    demo.add_argument("--mode", default="corroboration", choices=("corroboration", "paper"),
+                      help="how the kept set is chosen (default corroboration; paper: greedy F(S) pruning)")
     demo.set_defaults(func=_demo)
     ev = sub.add_parser("mirage-eval", help="clean / mixed / polluted harness on a labelled JSONL file")
     ev.add_argument("data", type=_existing_file, help="JSONL in the format of shared/data/polluted_dev.jsonl")
     ev.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default; "
                                                 "'lexical' is model-free and fast)")
     ev.add_argument("--pairing", default="lexical", choices=("lexical", "semantic", "hybrid"))
+    ev.add_argument("--mode", default="corroboration", choices=("corroboration", "paper"),
+                    help="how the kept set is chosen (default corroboration; paper: greedy F(S) pruning)")
     ev.add_argument("--on-block", default="parametric", choices=("parametric", "refuse", "passthrough"),
                     help="fallback when the gate blocks (passthrough delivers the passages unchanged)")
     ev.add_argument("--folds", type=_folds, default=4, help="folds of questions for the cross-validation")
