@@ -429,3 +429,38 @@ class TestHarness:
         assert shipped["mixed"]["true_delivery"] >= folded["mixed"]["true_delivery"]
         assert shipped["mixed"]["falsehood_rate"] <= folded["mixed"]["falsehood_rate"] + 0.02
         assert shipped["clean"]["pass_rate"] >= 0.85
+
+
+class TestPackagedDemo:
+    """What ``python -m rrag_kernels demo`` shows with the default judge: the facts planted in
+    the sample's polluted passages (1899, 250 metres, 1882 / Louis Pasteur) are never delivered,
+    in either mode, and each question keeps a true claim stating its answer."""
+
+    PLANTED = ("1899", "250 metres", "1882")
+    KEYS = ("text", "url", "title", "retrieval_score")
+
+    @pytest.mark.parametrize("mode", ["corroboration", "paper"])
+    def test_planted_facts_are_dropped(self, mode):
+        pytest.importorskip("onnxruntime")
+        defense = MirageDefense(mode=mode)
+        answers = {0: "1889", 1: "1928"}
+        for q, item in enumerate(_sample()["questions"]):
+            passages = [{k: p[k] for k in self.KEYS} for p in item["passages"]]
+            result = defense.defend(item["question"], passages)
+            planted = [c for c in result.claims if any(f in c.text for f in self.PLANTED)]
+            assert planted, "the sample lost its planted claims"
+            assert all(item["passages"][c.source]["label"] == "polluted" for c in planted)
+            assert not any(c.kept for c in planted), [c.text for c in planted if c.kept]
+            assert any(c.kept and answers[q] in c.text and item["passages"][c.source]["label"] == "clean"
+                       for c in result.claims)
+
+
+def test_demo_command_prints_every_question(capsys):
+    from rrag_kernels.__main__ import main
+
+    assert main(["demo", "--nli", "lexical", "--mode", "paper", "--on-block", "refuse"]) == 0
+    out = capsys.readouterr().out
+    assert "mode: paper" in out and "on BLOCK: refuse" in out
+    questions = _sample()["questions"]
+    assert all(f"Q: {item['question']}" in out for item in questions)
+    assert out.count("  gate: ") == len(questions)
