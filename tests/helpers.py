@@ -269,12 +269,13 @@ def topk_tolerance(queries, corpus) -> float:
 
 
 def check_topk(scores, indices, queries, corpus, k: int, *, exact_ties: bool = True) -> float:
-    """Check a top-k result against the float64 reference; returns the tolerance used.
+    """Check a ``topk_cosine(queries, corpus, k)`` result against the float64 reference;
+    returns the tolerance used (``topk_tolerance``).
 
     Parameters
     ----------
     scores : (Q, k) float32, indices : (Q, k) int64
-        The kernel's output for ``topk_cosine(queries, corpus, k)``.
+        The kernel's output.
     queries : (Q, d), corpus : (N, d)
         The inputs (as the kernel saw them after conversion to float32).
     k : int
@@ -284,66 +285,137 @@ def check_topk(scores, indices, queries, corpus, k: int, *, exact_ties: bool = T
         distinct float64 scores may become an equal float32 pair in float64 order; pass
         False for it.
 
-    What is checked, row by row (``tol`` from ``topk_tolerance``):
-
-    - dtypes, shapes, indices in [0, N) and distinct;
-    - scores non-increasing, and equal (within ``tol``) both to the reference score at the
-      returned index and to the reference's k largest values;
-    - when ``k == N``, or the reference gap at the k-boundary exceeds ``2 * tol``, the set
-      of returned indices equals the reference set;
-    - at every position whose reference score is more than ``2 * tol`` from both
-      neighbours in the reference order (``topk_cosine_ref`` with k = N, which also fixes
-      the tie-break), the index equals the reference index.
+    The checks are those of :func:`check_ranking` against ``topk_cosine_ref(queries,
+    corpus, N)`` (every corpus row ranked, which also fixes the tie-break); no padding.
     """
-    from rrag_kernels.reference import cosine_matrix_ref, topk_cosine_ref
+    from rrag_kernels.reference import topk_cosine_ref
 
-    s, i = to_numpy(scores), to_numpy(indices)
-    qn, n = np.asarray(queries).shape[0], np.asarray(corpus).shape[0]
-    assert s.dtype == np.float32, f"scores dtype {s.dtype}, expected float32"
-    assert i.dtype == np.int64, f"indices dtype {i.dtype}, expected int64"
-    assert s.shape == (qn, k) and i.shape == (qn, k), f"shapes {s.shape}, {i.shape}, expected {(qn, k)}"
+    n = np.asarray(corpus).shape[0]
     tol = topk_tolerance(queries, corpus)
-    if qn == 0:
-        return tol
-    assert np.all((i >= 0) & (i < n)), f"indices out of [0, {n}): {i[(i < 0) | (i >= n)][:10]}"
+    check_ranking(scores, indices, topk_cosine_ref(queries, corpus, n), n, k, tol, exact_ties=exact_ties)
+    return tol
+
+
+def check_ranking(scores, indices, reference, n_items: int, k: int, tol: float, *,
+                  exact_ties: bool = True, name: str = "top-k") -> None:
+    """Check a padded top-k answer against the reference's full ranking.
+
+    Parameters
+    ----------
+    scores : (Q, k) float32, indices : (Q, k) int64
+        The kernel's output: per row its best items, descending, then index -1 / score -inf
+        once the row has no more items.
+    reference : ((Q, K) float64, (Q, K) int64)
+        The reference's ranking of *every* item a row may return (K >= the largest such
+        count), in the contract's order (descending score, equal scores by lower index), -inf
+        / -1 past the row's count.
+    n_items : int
+        Indices are in [0, n_items).
+    tol : float
+        The earned score tolerance.
+    exact_ties : bool
+        Require equal returned scores in ascending index order (see :func:`check_topk`).
+
+    What is checked, row by row (a = the row's item count, t = min(k, a)):
+
+    - dtypes, shapes; positions t.. hold index -1 and score -inf exactly;
+    - the first t indices are distinct items the row may return; their scores have no NaN,
+      are non-increasing, and equal (within ``tol``) both the reference score of the returned
+      item and the reference's t largest;
+    - when t == a, or the reference gap at the boundary exceeds ``2 * tol``, the returned set
+      equals the reference's;
+    - at every position whose reference score is more than ``2 * tol`` from both neighbours
+      in the reference order, the index equals the reference index.
+    """
+    s, i = to_numpy(scores), to_numpy(indices)
+    ref_s, ref_i = (np.asarray(to_numpy(x)) for x in reference)
+    qn = ref_s.shape[0]
+    assert s.dtype == np.float32, f"{name}: scores dtype {s.dtype}, expected float32"
+    assert i.dtype == np.int64, f"{name}: indices dtype {i.dtype}, expected int64"
+    assert s.shape == (qn, k) and i.shape == (qn, k), f"{name}: shapes {s.shape}, {i.shape}, expected {(qn, k)}"
+    counts = (ref_i >= 0).sum(axis=1)
+    # The reference score of each (row, item) a row may return; NaN for the others.
+    ref_at = np.full((qn, n_items), np.nan)
+    rows, cols = np.nonzero(ref_i >= 0)
+    ref_at[rows, ref_i[rows, cols]] = ref_s[rows, cols]
     for q in range(qn):
-        assert len(np.unique(i[q])) == k, f"row {q}: repeated indices {i[q]}"
-    assert not np.isnan(s).any(), "NaN in top-k scores"
-
-    steps = np.diff(s, axis=1)
-    bad = np.argwhere(steps > 0)
-    assert bad.size == 0, f"scores not descending at (row, pos) {bad[:10].tolist()}: {s[bad[0][0]] if bad.size else ''}"
-    if exact_ties:
-        bad = np.argwhere((steps == 0) & (np.diff(i, axis=1) < 0))
-        assert bad.size == 0, (
-            f"equal scores not in ascending index order at (row, pos) {bad[:10].tolist()}; "
-            f"row {bad[0][0] if bad.size else ''} indices {i[bad[0][0]] if bad.size else ''}"
-        )
-
-    ref_sims = cosine_matrix_ref(queries, corpus)
-    ref_sorted, order = topk_cosine_ref(queries, corpus, n)
-    assert_close(s, np.take_along_axis(ref_sims, i, axis=1), atol=tol,
-                 name="top-k scores vs reference at the returned indices")
-    assert_close(s, ref_sorted[:, :k], atol=tol, name="top-k scores vs the reference's k largest")
-
-    gap_next = np.full((qn, n), np.inf)
-    gap_next[:, :-1] = ref_sorted[:, :-1] - ref_sorted[:, 1:]
-    gap_prev = np.full((qn, n), np.inf)
-    gap_prev[:, 1:] = gap_next[:, :-1]
-    for q in range(qn):
-        if k == n or gap_next[q, k - 1] > 2 * tol:
-            got, want = np.sort(i[q]), np.sort(order[q, :k])
-            assert np.array_equal(got, want), (
-                f"row {q}: top-{k} set differs from the reference although the boundary gap "
-                f"{gap_next[q, k - 1]:.3g} > 2*tol = {2 * tol:.3g}; "
-                f"missing {np.setdiff1d(want, got)[:10]}, extra {np.setdiff1d(got, want)[:10]}"
-            )
-        sure = (gap_prev[q, :k] > 2 * tol) & (gap_next[q, :k] > 2 * tol)
-        wrong = np.flatnonzero(sure & (i[q] != order[q, :k]))
+        a = int(counts[q])
+        t = min(k, a)
+        assert np.all(i[q, t:] == -1) and np.all(s[q, t:] == -np.inf), (
+            f"{name} row {q}: {a} items, so positions {t}.. must be index -1 / score -inf, got "
+            f"{i[q, t:][:10]} / {s[q, t:][:10]}")
+        got_i, got_s = i[q, :t], s[q, :t]
+        assert np.all((got_i >= 0) & (got_i < n_items)), f"{name} row {q}: indices out of [0, {n_items}): {got_i[:10]}"
+        assert len(np.unique(got_i)) == t, f"{name} row {q}: repeated indices {got_i}"
+        want = ref_at[q, got_i]
+        assert not np.isnan(want).any(), (
+            f"{name} row {q}: returned items it may not return (used, or another segment's): "
+            f"{got_i[np.isnan(want)][:10]}")
+        assert not np.isnan(got_s).any(), f"{name} row {q}: NaN in top-k scores"
+        steps = np.diff(got_s)
+        assert np.all(steps <= 0), f"{name} row {q}: scores not descending at {np.flatnonzero(steps > 0)[:10]}: {got_s}"
+        if exact_ties:
+            bad = np.flatnonzero((steps == 0) & (np.diff(got_i) < 0))
+            assert bad.size == 0, (
+                f"{name} row {q}: equal scores not in ascending index order at {bad[:10]}; indices {got_i}")
+        assert_close(got_s, want, atol=tol, name=f"{name} row {q}: scores vs reference at the returned indices")
+        assert_close(got_s, ref_s[q, :t], atol=tol, name=f"{name} row {q}: scores vs the reference's {t} largest")
+        if t == 0:
+            continue
+        order = ref_i[q, :a]
+        gap_next = np.full(a, np.inf)
+        gap_next[:-1] = ref_s[q, : a - 1] - ref_s[q, 1:a]
+        gap_prev = np.full(a, np.inf)
+        gap_prev[1:] = gap_next[:-1]
+        if t == a or gap_next[t - 1] > 2 * tol:
+            got, expected = np.sort(got_i), np.sort(order[:t])
+            assert np.array_equal(got, expected), (
+                f"{name} row {q}: top-{t} set differs from the reference although the boundary gap "
+                f"{gap_next[t - 1]:.3g} > 2*tol = {2 * tol:.3g}; "
+                f"missing {np.setdiff1d(expected, got)[:10]}, extra {np.setdiff1d(got, expected)[:10]}")
+        sure = (gap_prev[:t] > 2 * tol) & (gap_next[:t] > 2 * tol)
+        wrong = np.flatnonzero(sure & (got_i != order[:t]))
         assert wrong.size == 0, (
-            f"row {q}: indices differ from the reference at well-separated positions "
-            f"{wrong[:10]}: got {i[q, wrong[:10]]}, expected {order[q, wrong[:10]]}"
-        )
+            f"{name} row {q}: indices differ from the reference at well-separated positions "
+            f"{wrong[:10]}: got {got_i[wrong[:10]]}, expected {order[wrong[:10]]}")
+
+
+# --------------------------------------------------------------------------- triple reliability
+
+
+def naive_triple_reliability_f32(query_emb, triple_emb, credibility, alpha: float) -> np.ndarray:
+    """Yardstick for ``triple_reliability``: R = alpha * cos + (1 - alpha) * c / 10 in float32
+    for every (chain, triple) pair. (B, d), (T, d), (T,) -> (B, T) float32."""
+    w = np.float32(1.0 - alpha) * np.asarray(credibility, dtype=np.float32) / np.float32(10.0)
+    return np.float32(alpha) * naive_cosine_matrix_f32(query_emb, triple_emb) + w[None, :]
+
+
+def check_reliability(scores, indices, reference, query_emb, triple_emb, credibility, alpha: float, k: int, *,
+                      exact_ties: bool = True) -> float:
+    """Check a ``triple_reliability`` (or ``_segmented``) result; returns the tolerance used.
+
+    Parameters
+    ----------
+    scores : (B, k) float32, indices : (B, k) int64
+        The kernel's output.
+    reference : ((B, K) float64, (B, K) int64)
+        The reference op's output with K >= every chain's number of unused triples (its own
+        question's, in the segmented form), i.e. each chain's full ranking.
+    query_emb : (B, d), triple_emb : (T, d), credibility : (T,)
+        The inputs as the kernel saw them (embeddings converted to float32).
+    alpha : float, k : int
+    exact_ties : bool
+        See :func:`check_topk`.
+
+    The tolerance is earned (``error_bound``) from the naive float32 R against the
+    reference's R at the pairs the reference ranks; then :func:`check_ranking`.
+    """
+    ref_s, ref_i = (np.asarray(to_numpy(x)) for x in reference)
+    naive = naive_triple_reliability_f32(query_emb, triple_emb, credibility, alpha)
+    rows, cols = np.nonzero(ref_i >= 0)
+    tol = error_bound(naive[rows, ref_i[rows, cols]], ref_s[rows, cols])
+    check_ranking(scores, indices, (ref_s, ref_i), np.asarray(triple_emb).shape[0], k, tol,
+                  exact_ties=exact_ties, name="triple_reliability")
     return tol
 
 

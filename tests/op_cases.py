@@ -45,6 +45,19 @@ def _topk_cosine(rng):
     return [_embeddings(rng, 13), _embeddings(rng, 301)], {"k": 7}
 
 
+def _triple_reliability(rng):
+    return ([_embeddings(rng, 19), _embeddings(rng, 83), rng.uniform(0, 10, size=83)],
+            {"used": rng.uniform(size=(19, 83)) < 0.3, "alpha": 0.3, "k": 7})
+
+
+def _triple_reliability_segmented(rng):
+    off = _offsets(rng, 11, 30)
+    questions = rng.integers(0, 11, size=29).astype(np.int64)
+    n_used = int(np.diff(off)[questions].sum())
+    return ([_embeddings(rng, 29), _embeddings(rng, int(off[-1])), rng.uniform(0, 10, size=int(off[-1])), off,
+             questions], {"used": rng.uniform(size=n_used) < 0.3, "k": 9})
+
+
 _WORDS = ["the", "river", "flooded", "in", "1990", "city", "council", "said", "not", "north", "bank", "rain"]
 
 
@@ -113,11 +126,22 @@ def _conformal_sweep(rng):
     return list(_claims(rng)), {"alphas": [0.1, 0.3], "n_splits": 6, "seed": 3}
 
 
+def _beam_step(rng):
+    off = _offsets(rng, 40, 12)
+    b = int(off[-1])
+    probs = rng.choice([0.0, 0.125, 0.25, 0.5, np.nan], size=(b, 9))  # exact score ties, NaN entries
+    probs[rng.uniform(size=b) < 0.1] = np.nan
+    return ([2.0 ** -rng.integers(0, 4, size=b), rng.uniform(size=b) < 0.2, probs,
+             rng.integers(0, 9, size=b).astype(np.int64), off], {"beams": 3, "max_chains": 7})
+
+
 OP_CASES: dict[str, Callable[[np.random.Generator], tuple[list[Any], dict[str, Any]]]] = {
     "cosine_matrix": _cosine_matrix,
     "segmented_cosine": _segmented_cosine,
     "claim_relevance": _claim_relevance,
     "topk_cosine": _topk_cosine,
+    "triple_reliability": _triple_reliability,
+    "triple_reliability_segmented": _triple_reliability_segmented,
     "claim_token_ids": _claim_token_ids,
     "select_pairs": _select_pairs,
     "nli_graph": _nli_graph,
@@ -127,6 +151,7 @@ OP_CASES: dict[str, Callable[[np.random.Generator], tuple[list[Any], dict[str, A
     "r_scores": _r_scores,
     "conformal_quantile": _conformal_quantile,
     "conformal_sweep": _conformal_sweep,
+    "beam_step": _beam_step,
 }
 
 

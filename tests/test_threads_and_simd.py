@@ -13,6 +13,7 @@ import pytest
 from helpers import (
     assert_bitwise_equal,
     assert_close,
+    check_reliability,
     check_topk,
     error_bound,
     naive_claim_relevance_f32,
@@ -24,7 +25,13 @@ from helpers import (
 )
 
 import rrag_kernels as rk
-from rrag_kernels.reference import claim_relevance_ref, cosine_matrix_ref, segmented_cosine_ref
+from rrag_kernels.reference import (
+    claim_relevance_ref,
+    cosine_matrix_ref,
+    segmented_cosine_ref,
+    triple_reliability_ref,
+    triple_reliability_segmented_ref,
+)
 
 
 def _levels() -> list[str]:
@@ -59,6 +66,13 @@ def _inputs(rng):
         "claim_offsets": claim_off,
         "sim": rng.uniform(-1, 1, int(doc_off[-1])).astype(np.float32),
         "corpus": random_rows(rng, 3001, d, zero_rows=5),
+        # triple_reliability: the queries as chains against the first 300 corpus rows (two
+        # tasks of chains sharing the triples, three triple blocks), and the claims as chains of
+        # their query's docs (empty questions, and one of 700 triples).
+        "corpus_credibility": rng.uniform(0, 10, 300),
+        "used": rng.uniform(size=(q, 300)) < 0.3,
+        "doc_credibility": rng.uniform(0, 10, int(doc_off[-1])),
+        "claim_query": np.repeat(np.arange(q), claim_counts),
     }
 
 
@@ -72,7 +86,18 @@ def _run_all(x) -> dict[str, np.ndarray]:
         "claim_relevance_override": rk.claim_relevance(*cr_args, query_doc_sim=x["sim"], clip=False, backend="cpp"),
         "topk_scores": scores,
         "topk_indices": indices,
+        **_run_triple_reliability(x),
     }
+
+
+def _run_triple_reliability(x) -> dict[str, np.ndarray]:
+    single = rk.triple_reliability(x["queries"], x["corpus"][:300], x["corpus_credibility"], used=x["used"],
+                                   k=20, backend="cpp")
+    long_k = rk.triple_reliability(x["queries"], x["corpus"][:300], x["corpus_credibility"], k=70, backend="cpp")
+    seg = rk.triple_reliability_segmented(x["claims"], x["docs"], x["doc_credibility"], x["doc_offsets"],
+                                          x["claim_query"], alpha=0.7, k=9, backend="cpp")
+    return {"triple_scores": single[0], "triple_indices": single[1], "triple_k70_scores": long_k[0],
+            "triple_k70_indices": long_k[1], "triple_seg_scores": seg[0], "triple_seg_indices": seg[1]}
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -119,6 +144,17 @@ def test_each_level_within_tolerance(restore_threads_and_simd, rng, level):
                  name=f"claim_relevance with override ({level})")
 
     check_topk(out["topk_scores"], out["topk_indices"], x["queries"][:13], x["corpus"], 17)
+
+    corpus, cred = x["corpus"][:300], x["corpus_credibility"]
+    check_reliability(out["triple_scores"], out["triple_indices"],
+                      triple_reliability_ref(x["queries"], corpus, cred, used=x["used"], k=300),
+                      x["queries"], corpus, cred, 0.4, 20)
+    check_reliability(out["triple_k70_scores"], out["triple_k70_indices"],
+                      triple_reliability_ref(x["queries"], corpus, cred, k=300), x["queries"], corpus, cred, 0.4, 70)
+    seg = (x["claims"], x["docs"], x["doc_credibility"], x["doc_offsets"], x["claim_query"])
+    check_reliability(out["triple_seg_scores"], out["triple_seg_indices"],
+                      triple_reliability_segmented_ref(*seg, alpha=0.7, k=700),
+                      x["claims"], x["docs"], x["doc_credibility"], 0.7, 9)
 
 
 def test_levels_agree_on_exact_cases(restore_threads_and_simd):

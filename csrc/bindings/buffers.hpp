@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace rrag::bindings {
 
@@ -85,5 +87,14 @@ void check_vector(const py::array& a, const char* arg, int64_t length) {
 
 template <class T>
 const T* data_of(const py::array& a) { return static_cast<const T*>(a.data()); }
+
+// A kernel's output vector handed to NumPy without a copy: the array owns it through a capsule.
+template <class T>
+py::array owned(std::vector<T>&& v, py::dtype dtype = py::dtype::of<T>()) {
+  auto* heap = new std::vector<T>(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array(dtype, {static_cast<py::ssize_t>(heap->size())}, {static_cast<py::ssize_t>(sizeof(T))},
+                   heap->data(), owner);
+}
 
 }  // namespace rrag::bindings

@@ -25,15 +25,6 @@ void check_probs(const py::array& a, const char* arg, int64_t rows) {
                                 std::to_string(a.shape(0)) + ", " + std::to_string(a.shape(1)) + ")");
 }
 
-// A vector handed to NumPy: the array owns it through a capsule.
-template <class T>
-py::array owned(std::vector<T>&& v, py::dtype dtype = py::dtype::of<T>()) {
-  auto* heap = new std::vector<T>(std::move(v));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array(dtype, {static_cast<py::ssize_t>(heap->size())}, {static_cast<py::ssize_t>(sizeof(T))},
-                   heap->data(), owner);
-}
-
 py::tuple claim_token_ids_py(const py::list& texts) {
   // Hold a reference to every string so that the UTF-8 views stay valid without the GIL.
   std::vector<py::object> keep_alive;

@@ -30,6 +30,8 @@ void register_cosine(py::module_& m);
 void register_graph(py::module_& m);
 void register_nli(py::module_& m);
 void register_conformal(py::module_& m);
+void register_reliable(py::module_& m);
+void register_beam(py::module_& m);
 }
 
 PYBIND11_MODULE(_core, m) {
@@ -62,4 +64,6 @@ PYBIND11_MODULE(_core, m) {
   rrag::bindings::register_graph(m);
   rrag::bindings::register_nli(m);
   rrag::bindings::register_conformal(m);
+  rrag::bindings::register_reliable(m);
+  rrag::bindings::register_beam(m);
 }

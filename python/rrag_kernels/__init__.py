@@ -13,6 +13,7 @@ Layers, each with one face that the layers above import:
 
 from ._config import __version__, get_num_threads, set_num_threads, show_config
 from .ops import (
+    beam_step,
     claim_relevance,
     claim_token_ids,
     conformal_quantile,
@@ -28,10 +29,13 @@ from .ops import (
     select_pairs,
     set_memory_budget,
     topk_cosine,
+    triple_reliability,
+    triple_reliability_segmented,
 )
 
 __all__ = [
     "__version__",
+    "beam_step",
     "claim_relevance",
     "claim_token_ids",
     "conformal_quantile",
@@ -50,4 +54,6 @@ __all__ = [
     "set_num_threads",
     "show_config",
     "topk_cosine",
+    "triple_reliability",
+    "triple_reliability_segmented",
 ]

@@ -45,6 +45,22 @@ def topk_cosine(
     check_finite: bool = True,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
 
+# ReliableRAG triple reliability; public ops rrag_kernels.ops.triple_reliability(_segmented).
+def triple_reliability(
+    query_emb: npt.NDArray[np.float32],
+    triple_emb: npt.NDArray[np.float32],
+    credibility: npt.NDArray[np.float64],
+    used: npt.NDArray[np.bool_] | None = None,
+    alpha: float = 0.4,
+    k: int = 20,
+    check_finite: bool = True,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
+def triple_reliability_segmented(
+    query_emb: npt.NDArray[np.float32], triple_emb: npt.NDArray[np.float32], credibility: npt.NDArray[np.float64],
+    triple_offsets: npt.NDArray[np.int64], chain_question: npt.NDArray[np.int64],
+    used: npt.NDArray[np.bool_] | None = None, alpha: float = 0.4, k: int = 20, check_finite: bool = True,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]: ...
+
 # MIRAGE claim-graph kernels (issue 3) and LexicalNLI's alignment; public ops in rrag_kernels.ops.
 def claim_token_ids(texts: list[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
 def select_pairs(
@@ -125,3 +141,11 @@ def _split_key_bits(
     base: int, perm: npt.NDArray[np.int64] | None, count: int, lo: int, span: int
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]: ...
 def _set_sweep_tuning(window_sigmas: float, band_sigmas: float, stable_classes: bool) -> None: ...
+
+# ReliableRAG beam search over reasoning chains; public op rrag_kernels.ops.beam_step.
+def beam_step(
+    parent_scores: npt.NDArray[np.float64], finished: npt.NDArray[np.bool_], choice_probs: npt.NDArray[np.float64],
+    n_candidates: npt.NDArray[np.int64], chain_offsets: npt.NDArray[np.int64], beams: int, min_prob: float,
+    max_chains: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.bool_],
+           npt.NDArray[np.int64]]: ...  # (parent, choice, score, finished, offsets)

@@ -21,6 +21,10 @@ MIRAGE claim graph, in pipeline order::
 
 LexicalNLI's alignment: :func:`lexical_opcodes`.
 
+ReliableRAG: the most reliable unused triples of each reasoning chain,
+:func:`triple_reliability` (shared triples) and :func:`triple_reliability_segmented` (each
+chain its question's triples); the beam search over reasoning chains, one hop: :func:`beam_step`.
+
 Conformal factuality (Mohri & Hashimoto 2024; Feng et al. 2025)::
 
     r = r_scores(scores, labels_ok, offsets, a=1.0)          # one r-score per response
@@ -40,8 +44,9 @@ Conventions shared by every op
 * ``backend``: None/"auto" (CPU data -> "cpp", CUDA tensors -> "triton" where a Triton
   kernel exists, else C++ with a copy), "reference" (the float64 NumPy / Python truth in
   :mod:`rrag_kernels.reference`), "cpp", or "triton" (``cosine_matrix``,
-  ``segmented_cosine``, ``claim_relevance``, ``topk_cosine``, ``nli_graph``; CUDA, or the
-  CPU under ``TRITON_INTERPRET=1``). A fallback (no compiled module, no Triton) warns once.
+  ``segmented_cosine``, ``claim_relevance``, ``topk_cosine``, ``triple_reliability``,
+  ``triple_reliability_segmented``, ``nli_graph``; CUDA, or the CPU under
+  ``TRITON_INTERPRET=1``). A fallback (no compiled module, no Triton) warns once.
 * Cosine of a zero vector is 0, never NaN. A row whose float32 squared norm underflows to
   0 counts as a zero vector.
 * Offsets are CSR-style: ``offsets[0] == 0``, non-decreasing, ``offsets[-1] == len(rows)``;
@@ -50,8 +55,9 @@ Conventions shared by every op
   holds NaN or inf. The C++ backend gets this check for free from the squared norms it
   computes anyway, and also rejects a row whose squared norm overflows float32 (|x| ≳ 1e19);
   with ``check_finite=False`` such inputs give unspecified (NaN) results.
-* The graph, alignment and conformal kernels return exactly the same discrete outputs
-  (pairs, kinds, counts, adjacency, kept sets, removal orders, opcodes, thresholds) and
+* The graph, alignment, conformal and beam-search kernels return exactly the same discrete
+  outputs (pairs, kinds, counts, adjacency, kept sets, removal orders, opcodes, thresholds,
+  kept chains) and
   bitwise the same floats in every backend: each float is one prescribed float64 expression,
   an order statistic, or (``greedy_prune``) exact fixed-point integer arithmetic.
 * Bad arguments raise TypeError (wrong kind or dtype) or ValueError (shape or value) whose
@@ -85,6 +91,7 @@ from ._validation import (
     check_sentinel,
     label_order_columns,
 )
+from .beam_step import BeamStep, beam_step
 from .claim_relevance import claim_relevance
 from .conformal_quantile import conformal_quantile
 from .conformal_sweep import SweepResult, conformal_sweep
@@ -97,9 +104,11 @@ from .r_scores import r_scores
 from .segmented_cosine import segmented_cosine
 from .select_pairs import TOKEN_PATTERN, Pairs, claim_token_ids, select_pairs
 from .topk_cosine import topk_cosine
+from .triple_reliability import triple_reliability, triple_reliability_segmented
 
 __all__ = [
     # kernels
+    "beam_step",
     "claim_relevance",
     "claim_token_ids",
     "conformal_quantile",
@@ -113,10 +122,13 @@ __all__ = [
     "segmented_cosine",
     "select_pairs",
     "topk_cosine",
+    "triple_reliability",
+    "triple_reliability_segmented",
     # settings
     "get_memory_budget",
     "set_memory_budget",
     # result types and constants
+    "BeamStep",
     "LABELS",
     "NliGraph",
     "OPCODE_TAGS",

@@ -250,6 +250,23 @@ def check_no_self_loops(a: Any, b: Any, name_a: str, name_b: str) -> None:
         raise ValueError(f"{name_b}: self-loop: {name_a}[{p}] == {name_b}[{p}] == {int(a[p])}")
 
 
+def check_in_range(x: np.ndarray, name: str, lo: float, hi: float, *, allow_nan: bool = False) -> None:
+    """Every entry of the 1-d or 2-d numpy array x in [lo, hi] (NaN too when ``allow_nan``).
+
+    The message names the first bad entry: ``"<name>: values must be in [0, 1] or NaN, got
+    1.5 at row 3, column 2"`` (``at index k`` for a 1-d array).
+    """
+    ok = (x >= lo) & (x <= hi)
+    if allow_nan:
+        ok |= np.isnan(x)
+    if ok.all():
+        return
+    k = int(np.argmin(ok.reshape(-1)))
+    where = f"index {k}" if x.ndim == 1 else f"row {k // x.shape[1]}, column {k % x.shape[1]}"
+    nan = " or NaN" if allow_nan else ""
+    raise ValueError(f"{name}: values must be in [{lo:g}, {hi:g}]{nan}, got {x.reshape(-1)[k]} at {where}")
+
+
 def check_probabilities(x: Any, name: str) -> None:
     """Every entry of the (P, 3) probabilities finite and in [0, 1] (rows need not sum to 1)."""
     p = _first(~(_isfinite(x) & (x >= 0) & (x <= 1)).all(1))

@@ -65,3 +65,13 @@ __all__ += [
     "split_base_ref",
     "split_keys_ref",
 ]
+
+# ReliableRAG triple reliability.
+from .triple_reliability import triple_reliability_ref, triple_reliability_segmented_ref
+
+__all__ += ["triple_reliability_ref", "triple_reliability_segmented_ref"]
+
+# ReliableRAG beam search over reasoning chains.
+from .beam_step import beam_step_ref
+
+__all__ += ["beam_step_ref"]
