@@ -9,6 +9,7 @@ allocation for n_claims=10**9 with no pairs) or ignored Ctrl-C until a 9 s call 
 from __future__ import annotations
 
 import _thread
+import signal
 import subprocess
 import sys
 import textwrap
@@ -247,6 +248,10 @@ def test_ctrl_c_interrupts_a_long_kernel_within_a_second(make_call, restore_thre
     core._set_min_work_scale(1.0)  # the default thresholds: this is how users run it
     rk.set_num_threads(2)
     fn = make_call()
+    # interrupt_main does nothing unless Python handles SIGINT: make sure it does (something
+    # imported earlier in the process may have installed another handler).
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     t0 = time.perf_counter()
     timer.start()
@@ -255,11 +260,15 @@ def test_ctrl_c_interrupts_a_long_kernel_within_a_second(make_call, restore_thre
     except KeyboardInterrupt:
         elapsed = time.perf_counter() - t0
     else:
+        elapsed = time.perf_counter() - t0
         timer.cancel()
         time.sleep(1.0)  # a pending interrupt lands here, inside the test, not in the next one
-        pytest.fail("the kernel finished before the simulated Ctrl-C: make its input larger")
+        pytest.fail(f"the kernel returned after {elapsed:.2f} s without the simulated Ctrl-C (SIGINT handler "
+                    f"before the test: {handler!r})")
     finally:
         timer.join()
+        if handler is not None:  # None: installed outside Python, cannot be put back from here
+            signal.signal(signal.SIGINT, handler)
     assert elapsed < 0.5 + 1.0, f"KeyboardInterrupt came {elapsed - 0.5:.2f} s after Ctrl-C"
     small = make_case("topk_cosine")
     assert_same(call("topk_cosine", *small), call("topk_cosine", *small))

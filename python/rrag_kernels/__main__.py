@@ -1,4 +1,4 @@
-"""Command line: ``python -m rrag_kernels {info, demo, mirage-eval, conformal-demo}``."""
+"""Command line: ``python -m rrag_kernels {info, demo, mirage-eval, conformal-demo, reliablerag-eval}``."""
 
 from __future__ import annotations
 
@@ -156,6 +156,37 @@ def _conformal_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reliablerag_eval(args: argparse.Namespace) -> int:
+    from .pipelines.reliablerag import KEPT_STYLE, ChainParams, evaluate, format_report, load_multihop
+
+    try:
+        rows = load_multihop(args.data)  # a malformed file is a usage error, found before the model loads
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _UsageError(f"data: {str(exc).removeprefix('path: ')}") from exc
+    try:
+        params = ChainParams(max_context=args.max_context).validate()
+    except ValueError as exc:
+        raise _UsageError(f"--max-context: {exc}") from exc
+    try:
+        from .models import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+    except ImportError as exc:
+        raise _UsageError(f"embedder: {exc}") from exc
+    try:
+        report = evaluate(rows, embedder, params=params, progress=not args.no_progress)
+    except ValueError as exc:  # a malformed triple, gold_chain entry or a passage without 'label'
+        raise _UsageError(f"data: {exc}") from exc
+    print(f"ReliableRAG chains on {len(rows)} questions: oracle credibility (injected 1, others 10), supplied "
+          f"triples, 'reliability' selector, MiniLM embeddings; K {params.k}, beams {params.beams}, "
+          f"F {params.max_chains}, L {params.max_hops}, TBS at most {params.max_context} triples")
+    print(f"injected = injected passages kept (1: the {KEPT_STYLE}-style one); inj top-K: share of injected "
+          "triples among the first hop's candidates; inj TBS: in the context; gold recall: gold_chain triples "
+          "in the context\n")
+    print(format_report(report))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rrag_kernels", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -191,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     cd.add_argument("--calib-fraction", type=float, default=0.7, help="share of responses used to calibrate")
     cd.add_argument("--show", type=int, default=0, help="which test response to print claim by claim")
     cd.set_defaults(func=_conformal_demo)
+    rr = sub.add_parser("reliablerag-eval", help="ReliableRAG chains: alpha x injected passages grid (offline)")
+    rr.add_argument("data", nargs="?", type=_existing_file, default="../shared/data/multihop_dev.jsonl",
+                    help="JSONL in the format of shared/data/multihop_dev.jsonl "
+                         "(default: ../shared/data/multihop_dev.jsonl)")
+    rr.add_argument("--max-context", type=int, default=10, help="the most triples in the TBS context")
+    rr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rr.set_defaults(func=_reliablerag_eval)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
