@@ -43,7 +43,8 @@ __all__ = [
     "topk_cosine",
 ]
 
-OP_NAMES: tuple[str, ...] = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine", "nli_graph")
+OP_NAMES: tuple[str, ...] = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine", "nli_graph",
+                             "triple_reliability")
 
 # triton parses TRITON_INTERPRET with these spellings (case-insensitive) as true.
 _TRUE_SPELLINGS = frozenset({"1", "true", "on", "yes"})
