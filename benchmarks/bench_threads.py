@@ -45,16 +45,19 @@ from typing import Any, Callable
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_beam  # noqa: E402
 import bench_conformal  # noqa: E402
 import bench_cosine  # noqa: E402
 import bench_mirage  # noqa: E402
 import bench_nli  # noqa: E402
+import bench_reliablerag  # noqa: E402
 import harness  # noqa: E402
 
 KERNELS = (
     "cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine",
     "claim_token_ids", "select_pairs", "nli_graph", "greedy_prune", "gate_stats",
     "lexical_opcodes", "r_scores", "conformal_quantile", "conformal_sweep",
+    "triple_reliability", "beam_step",
 )
 D = 384
 
@@ -224,6 +227,24 @@ def build_specs(rk, quick: bool, kernels: tuple[str, ...]) -> list[Spec]:
         specs.append(Spec("conformal_sweep", f"n=10000 p={bench_conformal.P} alphas={len(alphas)} splits={splits}",
                           partial(rk.conformal_sweep, s, ok, off, alphas=alphas, n_splits=splits, seed=0),
                           {"numpy": (partial(bench_conformal.sweep_numpy, ref, s, ok, off, 0), False)}, _sweep_check))
+    if "triple_reliability" in want:
+        b, t, k, alpha = 10_000 // scale, 200, 20, 0.4
+        q, tr = emb(b), emb(t)
+        cred = rng.integers(0, 11, size=t).astype(np.float64)
+        used = rng.random((b, t)) < 0.02
+
+        def check_reliability(out, base):
+            harness.assert_close(out[0], base[0], atol=2e-5, rtol=1e-4, what="reliability scores")
+
+        specs.append(Spec("triple_reliability", f"B={b} T={t} k={k} d={D}",
+                          partial(rk.triple_reliability, q, tr, cred, alpha=alpha, used=used, k=k),
+                          {"numpy": (partial(bench_reliablerag.single_numpy, q, tr, cred, used, alpha, k), True)},
+                          check_reliability))
+    if "beam_step" in want:
+        hop = bench_beam.random_hop(rng, 500 // scale, 20)
+        specs.append(Spec("beam_step", f"Q={500 // scale} chains/q=20 C={bench_beam.N_CHOICES}",
+                          partial(rk.beam_step, *hop),
+                          {"numpy-vectorised": (partial(bench_beam.numpy_beam_step, *hop), False)}, _equal_arrays))
     return specs
 
 
