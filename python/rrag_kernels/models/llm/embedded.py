@@ -29,6 +29,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ...ops import check_int
 from .openai_http import OpenAIChatLLM
 from .types import ChatResult, LLMError, LLMUsage, UsageMeter, chat_request, logger, parse_chat_response
 
@@ -95,14 +96,6 @@ def _import_xllamacpp():
     return xllamacpp
 
 
-def _int_arg(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
 class EmbeddedServer:
     """llama.cpp's OpenAI-compatible server, in this process, on a local port.
 
@@ -156,10 +149,10 @@ class EmbeddedServer:
         path = smollm2_gguf_path() if model_path is None else Path(model_path)
         if not path.is_file():
             raise FileNotFoundError(f"model_path: no such file {str(path)!r}")
-        _int_arg(n_ctx, "n_ctx", 16)
-        _int_arg(n_threads, "n_threads", 1)
-        _int_arg(n_parallel, "n_parallel", 1)
-        _int_arg(port, "port", 0)
+        check_int(n_ctx, "n_ctx", minimum=16)
+        check_int(n_threads, "n_threads", minimum=1)
+        check_int(n_parallel, "n_parallel", minimum=1)
+        check_int(port, "port", minimum=0)
         if port > 65535:
             raise ValueError(f"port must be <= 65535, got {port}")
         if not isinstance(host, str) or not host:

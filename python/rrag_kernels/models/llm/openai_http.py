@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import random
 import socket
@@ -37,6 +38,7 @@ import time
 import urllib.parse
 from typing import Any, Mapping, Sequence
 
+from ...ops import check_int, check_real
 from .types import (
     ChatResult,
     LLMConnectionError,
@@ -67,18 +69,10 @@ class _Retryable(Exception):
 
 
 def _positive(value: Any, name: str, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not (value >= 0 if allow_zero else value > 0) or value != value or value == float("inf"):
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {value}")
-    return float(value)
-
-
-def _count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    """A finite float > 0 (>= 0 with ``allow_zero``): a timeout or a backoff."""
+    value = check_real(value, name)
+    if not (value >= 0 if allow_zero else value > 0) or not math.isfinite(value):
+        raise ValueError(f"{name}: must be {'>= 0' if allow_zero else '> 0'} and finite, got {value}")
     return value
 
 
@@ -157,10 +151,10 @@ class OpenAIChatLLM:
         self.model = model
         self.connect_timeout = _positive(connect_timeout, "connect_timeout")
         self.read_timeout = _positive(read_timeout, "read_timeout")
-        self.max_retries = _count(max_retries, "max_retries", 0)
+        self.max_retries = check_int(max_retries, "max_retries", minimum=0)
         self.backoff = _positive(backoff, "backoff", allow_zero=True)
         self.max_backoff = _positive(max_backoff, "max_backoff", allow_zero=True)
-        self.max_concurrency = _count(max_concurrency, "max_concurrency", 1)
+        self.max_concurrency = check_int(max_concurrency, "max_concurrency", minimum=1)
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "User-Agent": "rrag_kernels-llm"}
         for k, v in (headers or {}).items():

@@ -28,6 +28,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from ...ops import check_int
 from .types import check_messages, logger
 
 if TYPE_CHECKING:
@@ -91,8 +92,7 @@ class ParseResult:
 
 def _check_range(low: Any, high: Any) -> None:
     for name, v in (("low", low), ("high", high)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+        check_int(v, name, minimum=-(2**63))  # any int64: a range may be negative
     if low > high:
         raise ValueError(f"low must be <= high, got low={low}, high={high}")
 
@@ -267,11 +267,7 @@ def parse_json_object(text: str, required_keys: Sequence[str] = ()) -> dict[str,
 
 
 def _check_attempts(attempts: Any) -> int:
-    if isinstance(attempts, bool) or not isinstance(attempts, int):
-        raise TypeError(f"attempts must be an int, got {type(attempts).__name__}")
-    if attempts < 1:
-        raise ValueError(f"attempts must be >= 1, got {attempts}")
-    return attempts
+    return check_int(attempts, "attempts", minimum=1)
 
 
 def ask_parsed(llm: LLM, messages: Sequence[Mapping[str, Any]], parse: Callable[[str], Any], *,

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...ops import check_int
 from .types import ChatResult, logger
 
 if TYPE_CHECKING:
@@ -92,10 +93,7 @@ def measure_rates(llm: LLM, *, rounds: int = 3, prompt_words: int = 200, max_tok
         A call failed.
     """
     for name, v, lo in (("rounds", rounds, 1), ("prompt_words", prompt_words, 1), ("max_tokens", max_tokens, 2)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-        if v < lo:
-            raise ValueError(f"{name} must be >= {lo}, got {v}")
+        check_int(v, name, minimum=lo)
     if warmup:
         llm.chat(_messages(8), max_tokens=2, temperature=0.0)
     results: list[ChatResult] = [llm.chat(_messages(prompt_words), max_tokens=max_tokens, temperature=0.0)]

@@ -16,6 +16,8 @@ import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
+from ...ops import check_int, check_real
+
 logger = logging.getLogger("rrag_kernels.llm")
 
 __all__ = [
@@ -192,16 +194,11 @@ def chat_request(messages: Any, *, max_tokens: int, temperature: float, stop: st
     body: dict[str, Any] = {"messages": check_messages(messages)}
     if model is not None:
         body["model"] = _check_str(model, "model")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        raise TypeError(f"max_tokens must be an int, got {type(max_tokens).__name__}")
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    body["max_tokens"] = max_tokens
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"temperature must be a float, got {type(temperature).__name__}")
+    body["max_tokens"] = check_int(max_tokens, "max_tokens", minimum=1)
+    temperature = check_real(temperature, "temperature")
     if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
-    body["temperature"] = float(temperature)
+        raise ValueError(f"temperature: must be finite and >= 0, got {temperature}")
+    body["temperature"] = temperature
     if stop is not None:
         stops = [stop] if isinstance(stop, str) else stop
         if not isinstance(stops, (list, tuple)):
@@ -214,11 +211,7 @@ def chat_request(messages: Any, *, max_tokens: int, temperature: float, stop: st
         if stops:
             body["stop"] = list(stops)
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-        if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}")
-        body["seed"] = seed
+        body["seed"] = check_int(seed, "seed", minimum=0)
     if response_format is not None:
         if not isinstance(response_format, Mapping):
             raise TypeError("response_format must be a dict such as {'type': 'json_object'}, "
@@ -228,10 +221,7 @@ def chat_request(messages: Any, *, max_tokens: int, temperature: float, stop: st
             raise ValueError(f"response_format['type'] must be one of {_RESPONSE_FORMAT_TYPES}, got {kind!r}")
         body["response_format"] = dict(response_format)
     if top_logprobs is not None:
-        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int):
-            raise TypeError(f"top_logprobs must be an int or None, got {type(top_logprobs).__name__}")
-        if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
-            raise ValueError(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {top_logprobs}")
+        top_logprobs = check_int(top_logprobs, "top_logprobs", minimum=0, maximum=MAX_TOP_LOGPROBS)
         body["logprobs"] = True
         # At least one alternative on the wire: llama.cpp returns no logprobs at all for 0;
         # parse_chat_response(top_logprobs=0) trims the alternatives back off.
