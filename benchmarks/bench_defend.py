@@ -3,11 +3,12 @@
 What a user pays per question: ``MirageDefense().defend(question, passages)`` with the
 default (offline) judge, at 8 and at 20 passages, in both modes, and ``defend_batch`` over
 16 questions (whose NLI is one pass over the distinct pairs of all items); and the default
-scorer's pairs/s on the claim pairs the defense actually sends it. The passages are the dev
-set's (``../shared/data/polluted_dev.jsonl``: 8 = a question's mixed regime, 20 = its 16
-passages and 4 of the next question's), else the packaged sample repeated. Medians of
-repeated calls; rows appended to ``benchmarks/results/mirage.csv`` (kernel ``defend`` /
-``defend_batch`` / ``nli_pairs``). Timing never asserts anything.
+scorer's pairs/s on a query's cross-source claim pairs (as many as the defense scores). The
+passages are the dev set's (``../shared/data/polluted_dev.jsonl``: 8 = a question's mixed
+regime, 20 = its 16 passages and 4 of the next question's), else the packaged sample
+repeated. Medians of repeated calls, timed by ``harness.time_providers``; rows appended to
+``benchmarks/results/mirage.csv`` (kernel ``defend`` / ``defend_batch`` / ``nli_pairs``).
+Timing never asserts anything.
 
 Usage::
 
@@ -19,9 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import statistics
 import sys
-import time
 from importlib import resources
 from pathlib import Path
 
@@ -50,15 +49,21 @@ def _questions() -> tuple[list[dict], str]:
     return out, "packaged mirage_sample.json (passages repeated)"
 
 
-def _median_s(fn, repeats: int) -> tuple[float, float, float]:
-    fn()  # warm up (model load, caches)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return statistics.median(times), times[len(times) // 5], times[(4 * len(times)) // 5]
+def _median_s(fn, plan) -> tuple[float, float, float]:
+    """(median, p20, p80) seconds of ``fn`` by the shared harness (after one warm-up call:
+    the model load and caches are not what a user pays per question)."""
+    fn()
+    t = harness.time_providers([harness.Provider("rrag", fn, kind=harness.RRAG)], plan)["rrag"]
+    return t.median / 1e3, t.p20 / 1e3, t.p80 / 1e3
+
+
+def _cross_source_pairs(result, n_pairs: int) -> tuple[list[str], list[str]]:
+    """Claim pairs of different passages of a defended query, as many as the defense scored,
+    in both directions: the judge's workload, built from the public result."""
+    claims = result.claims
+    pairs = [(a.text, b.text) for k, a in enumerate(claims) for b in claims[k + 1:] if a.source != b.source]
+    pairs = pairs[:n_pairs]
+    return [x for x, _ in pairs] + [y for _, y in pairs], [y for _, y in pairs] + [x for x, _ in pairs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     scorer = nli_module.load(args.nli)
     items, origin = _questions()
     repeats = 3 if args.quick else 7
+    # Calls take seconds: one call per block, `repeats` rounds (3 at least).
+    plan = harness.TimingPlan(repeats=repeats, min_repeats=3, max_s_per_provider=600.0, block_s=0.0,
+                              max_calls_per_block=1)
     meta = harness.machine_info(rk.get_num_threads(), rk)
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     rows, mode_name = [], "quick" if args.quick else "full"
@@ -82,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     def row(kernel, provider, shape, med, p20, p80, throughput="", unit=""):
         rows.append({**meta, "timestamp": stamp, "mode": mode_name, "kernel": kernel, "provider": provider,
                      "kind": harness.RRAG, "shape": shape, "median_ms": f"{med * 1e3:.3f}",
-                     "p20_ms": f"{p20 * 1e3:.3f}", "p80_ms": f"{p80 * 1e3:.3f}", "samples": str(repeats),
+                     "p20_ms": f"{p20 * 1e3:.3f}", "p80_ms": f"{p80 * 1e3:.3f}", "samples": str(plan.repeats),
                      "throughput": throughput, "throughput_unit": unit})
         print(f"  {kernel:<13} {provider:<24} {shape:<40} {med * 1e3:9.1f} ms  (p20 {p20 * 1e3:.1f}, p80 "
               f"{p80 * 1e3:.1f}) {throughput} {unit}")
@@ -93,22 +101,21 @@ def main(argv: list[str] | None = None) -> int:
     for mode in ("paper", "corroboration"):
         defense = MirageDefense(nli=scorer, mode=mode)
         for n, passages in cases.items():
-            med, p20, p80 = _median_s(lambda: defense.defend(first["question"], passages), repeats)
+            med, p20, p80 = _median_s(lambda: defense.defend(first["question"], passages), plan)
             res = defense.defend(first["question"], passages)
             row("defend", f"rrag-{mode}", f"{n} passages, {res.stats['n_claims']} claims, "
                 f"{res.stats['n_pairs']} pairs", med, p20, p80)
         batch = [{"question": it["question"], "passages": it["passages"][8:16]} for it in items[:16]]
-        med, p20, p80 = _median_s(lambda: defense.defend_batch(batch, progress=False), max(2, repeats // 2))
+        med, p20, p80 = _median_s(lambda: defense.defend_batch(batch, progress=False), plan)
         row("defend_batch", f"rrag-{mode}", f"{len(batch)} questions x 8 passages", med, p20, p80,
             f"{len(batch) / med:.2f}", "questions/s")
-    # The default scorer on the pairs the defense sends it (both directions).
-    defense = MirageDefense(nli=scorer, mode="corroboration")
-    state = defense._prepare(first["question"], cases[20])
-    a = [state.texts[i] for i in state.pair_i] + [state.texts[j] for j in state.pair_j]
-    b = [state.texts[j] for j in state.pair_j] + [state.texts[i] for i in state.pair_i]
-    med, p20, p80 = _median_s(lambda: scorer.predict_proba(a, b), repeats)
-    row("nli_pairs", type(scorer).__name__, f"{len(a)} claim pairs of a 20-passage query", med, p20, p80,
-        f"{len(a) / med:.1f}", "pairs/s")
+    # The default scorer on a 20-passage query's cross-source claim pairs, as many as the
+    # corroboration defense scores there (both directions).
+    result = MirageDefense(nli=scorer, mode="corroboration").defend(first["question"], cases[20])
+    a, b = _cross_source_pairs(result, result.stats["n_pairs"])
+    med, p20, p80 = _median_s(lambda: scorer.predict_proba(a, b), plan)
+    row("nli_pairs", type(scorer).__name__, f"{len(a)} cross-source claim pairs of a 20-passage query", med, p20,
+        p80, f"{len(a) / med:.1f}", "pairs/s")
     if not args.no_csv:
         path = harness.RESULTS_DIR / ("mirage-quick.csv" if args.quick else "mirage.csv")
         harness.append_csv(path, rows)
