@@ -8,7 +8,9 @@ Run on a machine with a CUDA device (budget: well under 5 minutes on an H200)::
 
 1. Checks: each op with ``backend="triton"`` on CUDA tensors, at sizes that break things
    (0, 1, odd primes, block-1/block/block+1, d not a multiple of the tile, empty segments,
-   one huge segment among empty ones, zero rows, ties, k above the in-register limit),
+   one huge segment among empty ones, zero rows, ties, k above the in-register limit; for
+   triple_reliability also k > T padding, every triple used, and exact tie order at
+   alpha = 0 with integer credibility),
    against ``rrag_kernels.reference`` in float64. The allowed error is
    ``max(4 * err(torch float32 formulation), 1e-5)``, TF32 off. The output must be a CUDA
    tensor of the right dtype and shape; top-k indices must match exactly where the
@@ -44,7 +46,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--checks-only", action="store_true", help="skip the timings")
     parser.add_argument("--quick", action="store_true", help="fewer timing sizes and repeats")
     parser.add_argument("--kernel", action="append", metavar="NAME",
-                        choices=("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine"))
+                        choices=("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine",
+                                 "triple_reliability"))
     parser.add_argument("--csv", type=Path, default=None,
                         help="results file (default benchmarks/results/gpu.csv; gpu-dryrun.csv on cpu)")
     parser.add_argument("--no-csv", action="store_true")
@@ -104,7 +107,7 @@ class GpuCheck:
 
         self.ops, self.ref = ops, reference
         self.rng = np.random.default_rng(0)
-        self.kernels = args.kernel or list(bc.KERNELS)
+        self.kernels = args.kernel or list(bc.KERNELS) + ["triple_reliability"]
 
     # ---------------------------------------------------------------- helpers
 
@@ -180,7 +183,17 @@ class GpuCheck:
         topk = [(1, 1, 1, 1, ""), (5, 7, 7, 3, ""), (33, 1000, 10, 383, ""), (64, 4097, 1, 384, ""),
                 (100, 5000, 100, 1024, ""), (17, 3000, 300, 384, "k above the in-register limit"),
                 (20, 128, 40, 64, "ties"), (4, 50, 5, 16, "zero rows")]
+        # (form, B or counts, T or chains per question, d, k, extra)
+        rel = [("single", 1, 1, 1, 1, ""), ("single", 0, 5, 3, 2, ""), ("single", 3, 0, 4, 2, ""),
+               ("single", 7, 13, 384, 20, "k > T"), ("single", 61, 257, 17, 7, ""),
+               ("single", 200, 513, 384, 20, ""), ("single", 64, 300, 64, 600, "k above T, padding"),
+               ("single", 40, 120, 16, 30, "ties"), ("single", 9, 50, 8, 5, "all used"),
+               ("segmented", [3, 0, 1, 0, 5], 2, 9, 4, ""), ("segmented", "ragged", 3, 383, 20, ""),
+               ("segmented", [0, 0, 700, 0], 5, 384, 20, "one big question"),
+               ("segmented", [40, 17, 0, 64], 4, 16, 30, "ties")]
         if small:
+            rel = [r for r in rel if not (isinstance(r[1], int) and r[1] * r[2] * r[3] > 500_000)
+                   and r[1] != "ragged" and r[5] != "one big question"]
             cm = [c for c in cm if c[0] * c[1] * c[2] <= 200_000][:5]
             seg = [s for s in seg if s[1] not in ("huge",) and (not isinstance(s[1], list) or len(s[1]) < 50)]
             clm = [c for c in clm if not isinstance(c[1], list) or len(c[1]) < 50][:3]
@@ -194,6 +207,7 @@ class GpuCheck:
                                 for lab, dc, cc, d, kw in clm],
             "topk_cosine": [(f"Q={q} N={n} k={k} d={d}" + (f" {x}" if x else ""),
                              partial(self.check_topk, q, n, k, d, x)) for q, n, k, d, x in topk],
+            "triple_reliability": [(self._reliability_label(*r), partial(self.check_reliability, *r)) for r in rel],
         }
 
     def _result(self, kernel: str, label: str, out_np: Any, ref: Any, naive_np: Any,
@@ -317,6 +331,86 @@ class GpuCheck:
 
         return self._result("topk_cosine", label, s_np, ref_s, naive_s.cpu().numpy(), indices)
 
+    @staticmethod
+    def _reliability_label(form: str, chains: Any, triples: Any, d: int, k: int, extra: str) -> str:
+        if form == "single":
+            text = f"B={chains} T={triples} d={d} k={k}"
+        else:
+            q = len(chains) if isinstance(chains, list) else "101 ragged"
+            text = f"segmented Q={q} chains/q={triples} d={d} k={k}"
+        return text + (f" {extra}" if extra else "")
+
+    def check_reliability(self, form: str, chains: Any, triples: Any, d: int, k: int, extra: str) -> CheckResult:
+        """triple_reliability(_segmented) on device tensors against the float64 reference:
+        scores within tol of the reference's k best, each returned index valid, unused, distinct
+        and scored as the reference scores it; with ties (alpha = 0, integer credibility) the
+        exact reference order (equal R: lower triple index first)."""
+        np, torch = self.np, self.torch
+        label = self._reliability_label(form, chains, triples, d, k, extra)
+        ties = extra == "ties"
+        alpha = 0.0 if ties else 0.4
+        if form == "single":
+            n_chains, n_triples = chains, triples
+            offsets = np.array([0, n_triples], dtype=np.int64)
+            cq = np.zeros(n_chains, dtype=np.int64)
+        else:
+            counts = (self._counts(chains, 101) if chains == "ragged"
+                      else np.asarray(chains, dtype=np.int64))
+            offsets = self.offsets(counts)
+            n_triples = int(offsets[-1])
+            cq = np.repeat(np.arange(len(counts), dtype=np.int64), triples)
+            n_chains = len(cq)
+        q, t = self.emb(n_chains, d, (0,)), self.emb(n_triples, d, (1, 7))
+        cred = (self.rng.integers(0, 11, n_triples).astype(np.float64) if ties
+                else self.rng.uniform(0, 10, n_triples))
+        sizes = np.diff(offsets)[cq]
+        used_flat = np.ones(int(sizes.sum()), dtype=bool) if extra == "all used" else (
+            self.rng.random(int(sizes.sum())) < 0.3)
+        if form == "single":
+            used = used_flat.reshape(n_chains, n_triples)
+            s, i = self.triton("triple_reliability", q, t, cred, alpha=alpha, used=used, k=k)
+            ref_s, ref_i = self.ref.triple_reliability_ref(q, t, cred, alpha=alpha, used=used, k=k)
+        else:
+            s, i = self.triton("triple_reliability_segmented", q, t, cred, offsets, cq, alpha=alpha,
+                               used=used_flat, k=k)
+            ref_s, ref_i = self.ref.triple_reliability_segmented_ref(q, t, cred, offsets, cq, alpha=alpha,
+                                                                     used=used_flat, k=k)
+        self.expect_device(s, torch.float32, (n_chains, k), "triple_reliability scores")
+        self.expect_device(i, torch.int64, (n_chains, k), "triple_reliability indices")
+        s_np, i_np = s.cpu().numpy(), i.cpu().numpy()
+        # The naive float32 formulation's error against the float64 R earns the tolerance.
+        qn = torch.nn.functional.normalize(self.t(q), dim=1)
+        tn = torch.nn.functional.normalize(self.t(t), dim=1)
+        naive_full = (alpha * (qn @ tn.T) + self.t(((1 - alpha) * cred / 10).astype(np.float32))).cpu().numpy()
+        full_ref = alpha * self.ref.cosine_matrix_ref(q, t) + (1 - alpha) * cred[None, :] / 10
+        finite = np.isfinite(ref_s)
+        used_at = np.cumsum(sizes) - sizes
+
+        def indices():
+            if not np.array_equal(np.isfinite(s_np), finite) or not np.array_equal(i_np < 0, ~finite):
+                raise AssertionError("padding (-1 / -inf) differs from the reference")
+            for b in range(n_chains):
+                got = i_np[b][i_np[b] >= 0]
+                lo, hi = int(offsets[cq[b]]), int(offsets[cq[b] + 1])
+                if len(np.unique(got)) != len(got) or np.any((got < lo) | (got >= hi)):
+                    raise AssertionError(f"chain {b}: a repeated or foreign triple")
+                if np.any(used_flat[used_at[b] + got - lo]):
+                    raise AssertionError(f"chain {b}: a used triple came back")
+                if got.size and np.max(np.abs(full_ref[b, got] - s_np[b, :got.size])) > tol_r:
+                    raise AssertionError(f"chain {b}: a returned score is not its triple's R")
+            if ties and not np.array_equal(i_np, ref_i):
+                bad = np.argwhere(i_np != ref_i)[0]
+                raise AssertionError(f"tie order differs at {tuple(bad)}: {i_np[tuple(bad)]} vs "
+                                     f"{ref_i[tuple(bad)]} (equal R -> lower triple index first)")
+
+        rows = np.repeat(np.arange(n_chains), np.diff(offsets)[cq])
+        cols = (np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in cq]) if n_chains
+                else np.zeros(0, dtype=np.int64))
+        naive_err = self.max_err(naive_full[rows, cols], full_ref[rows, cols]) if rows.size else 0.0
+        tol_r = max(4.0 * naive_err, 1e-5)
+        return self._result("triple_reliability", label, np.where(finite, s_np, 0), np.where(finite, ref_s, 0),
+                            np.where(finite, ref_s, 0) + naive_err, indices)
+
     def run_checks(self) -> list[CheckResult]:
         print("== checks: backend='triton' against the float64 reference "
               "(tol = max(4 x torch-float32 error, 1e-5))")
@@ -395,18 +489,22 @@ class GpuCheck:
         """(kernel, d, size) to time: issue 2's sizes, then a GPU-sized one per kernel."""
         if self.dry:
             return [("cosine_matrix", 64, (64, 256)), ("segmented_cosine", 64, (32, 4)),
-                    ("claim_relevance", 64, (16, 4, 3)), ("topk_cosine", 64, (16, 512, 10))]
+                    ("claim_relevance", 64, (16, 4, 3)), ("topk_cosine", 64, (16, 512, 10)),
+                    ("triple_reliability", 64, (64, 50)), ("triple_reliability_segmented", 64, (8, 4, 30))]
         sizes = [
             ("cosine_matrix", 384, (2048, 8192)), ("cosine_matrix", 1024, (2048, 8192)),
             ("segmented_cosine", 384, (10_000, 20)), ("segmented_cosine", 1024, (10_000, 20)),
             ("segmented_cosine", 384, (1_000, 20)),
             ("claim_relevance", 384, (10_000, 10, 8)), ("claim_relevance", 1024, (10_000, 10, 8)),
             ("topk_cosine", 384, (4096, 100_000, 10)), ("topk_cosine", 1024, (4096, 100_000, 10)),
+            # issue 11's ReliableRAG shapes (k = 20)
+            ("triple_reliability", 384, (10_000, 200)), ("triple_reliability_segmented", 384, (500, 20, 200)),
             # GPU-sized: the inputs are generated on the host, so keep them to a few GB.
             ("cosine_matrix", 1024, (8192, 65536)),
             ("segmented_cosine", 384, (100_000, 20)),
             ("claim_relevance", 384, (100_000, 10, 8)),
             ("topk_cosine", 384, (4096, 1_000_000, 10)),
+            ("triple_reliability", 384, (100_000, 1000)),
         ]
         if self.args.quick:  # the first d=384 size of each kernel
             sizes = [s for i, s in enumerate(sizes) if s[1] == 384
@@ -434,6 +532,55 @@ class GpuCheck:
                         self.harness.RRAG, note="ops.<kernel>(cuda tensors, backend='triton')")
         return base + [ours]
 
+    def reliability_case(self, kernel: str, d: int, size: tuple) -> Any:
+        """bench_reliablerag's case (inputs, reference check) with GPU providers: the torch
+        formulation a user writes (normalize, mm, fuse, masked_fill, torch.topk) and ours."""
+        import bench_reliablerag as br
+
+        torch, np = self.torch, self.np
+        case = next(br.cases(kernel, self.rrag, {"dim": d, kernel: size}, self.rng))
+        single = case.providers[0].fn  # numpy baseline: a partial over the prepared inputs
+        args, kw = list(single.args), dict(single.keywords)
+        alpha, k = args[-2], args[-1]
+        tq, tt = self.t(args[0]), self.t(args[1])
+        w = self.t(((1.0 - alpha) * args[2] / 10.0).astype(np.float32))
+        used_np = args[-3]
+        t_used = torch.from_numpy(np.ascontiguousarray(used_np)).to(self.dev)
+        F = torch.nn.functional
+
+        if kernel == "triple_reliability":
+            def torch_fn():
+                r = torch.addmm(w[None, :], F.normalize(tq, dim=1), F.normalize(tt, dim=1).T, alpha=alpha)
+                return torch.topk(r.masked_fill_(t_used, float("-inf")), min(k, r.shape[1]), dim=1)
+
+            ours = partial(self.ops.triple_reliability, tq, tt, args[2], alpha=alpha, used=used_np, k=k,
+                           backend="triton")
+        else:
+            offsets, cq = args[3], args[4]
+            n_q, per_q = len(offsets) - 1, int(offsets[1] - offsets[0])
+            chains = len(cq) // n_q
+            first = torch.from_numpy(np.asarray(offsets[:-1])).to(self.dev).view(n_q, 1, 1)
+
+            def torch_fn():
+                qn = F.normalize(tq, dim=1).view(n_q, chains, -1)
+                tn = F.normalize(tt, dim=1).view(n_q, per_q, -1)
+                r = torch.baddbmm(w.view(n_q, 1, per_q), qn, tn.transpose(1, 2), alpha=alpha)
+                top = torch.topk(r.masked_fill_(t_used.view(r.shape), float("-inf")), min(k, per_q), dim=2)
+                return top.values.reshape(n_q * chains, -1), (top.indices + first).reshape(n_q * chains, -1)
+
+            ours = partial(self.ops.triple_reliability_segmented, tq, tt, args[2], offsets, cq, alpha=alpha,
+                           used=used_np, k=k, backend="triton")
+        del kw
+        Provider = self.harness.Provider
+        case.providers = [
+            Provider("torch", torch_fn, note="F.normalize + addmm/baddbmm fused + masked_fill + torch.topk "
+                                             "(scores only compared; torch.topk's tie order is unspecified)"),
+            Provider("rrag-triton", ours, self.harness.RRAG,
+                     note="ops.<kernel>(cuda tensors, backend='triton'); used mask passed from the host"),
+        ]
+        case.compare = None  # torch.topk returns (values, indices) of another layout; check() covers ours
+        return case
+
     def run_timings(self) -> list[Any]:
         harness, bc = self.harness, self.bc
         rates = self.measure_rates()
@@ -446,17 +593,20 @@ class GpuCheck:
         plan.pause_s = 0.0 if not self.dry else plan.pause_s
         results = []
         for kernel, d, size in self.timing_sizes():
-            if kernel not in self.kernels:
+            if kernel.removesuffix("_segmented") not in self.kernels:
                 continue
             if self.elapsed() > self.args.budget_s:
                 print(f"   budget of {self.args.budget_s:.0f} s spent: skipping {kernel} {size} d={d}")
                 continue
-            p = next(bc.problems(kernel, self.ref, {"dims": (d,), kernel: [size]}, self.rng))
-            case = harness.Case(p.kernel, p.shape, p.bytes, p.flops, self.gpu_providers(p),
-                                check=p.check, compare=p.compare)
+            if kernel.startswith("triple_reliability"):
+                case = self.reliability_case(kernel, d, size)
+            else:
+                p = next(bc.problems(kernel, self.ref, {"dims": (d,), kernel: [size]}, self.rng))
+                case = harness.Case(p.kernel, p.shape, p.bytes, p.flops, self.gpu_providers(p),
+                                    check=p.check, compare=p.compare)
             results.append(harness.run_case(case, plan, rates, meta, "gpu", timer=self.timer))
             print(f"   [{self.elapsed():.0f} s elapsed]")
-            del case, p
+            del case
             if not self.dry:
                 self.torch.cuda.empty_cache()
         return results
