@@ -296,3 +296,69 @@ class TestCommandLine:
             main(["mirage-eval", *args, "--no-progress"])
         assert info.value.code == 2
         assert says in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- multi-hop rows
+
+MULTIHOP = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "multihop_dev.jsonl"
+
+
+def _multihop_row():
+    def p(pid, label, text, style=None, source=None):
+        return {"pid": pid, "title": pid, "url": f"https://{pid}.example.org/x", "text": text, "label": label,
+                "style": style, "source_pid": source, "triples": []}
+
+    return {
+        "id": "mh-x", "question": "Where was the composer of Opus born?", "answer": "Vienna", "aliases": [],
+        "wrong_answer": "Salzburg", "sub_questions": [], "gold_chain": [],
+        "passages": [
+            p("g1", "gold", "Opus was written by Anna Berg. It premiered in 1901."),
+            p("e1", "injected", "Opus was written by Anna Berg. It premiered in 1911.", "minimal_edit", "g1"),
+            p("d1", "distractor", "Vienna has many concert halls."),
+            p("g2", "gold", "Anna Berg was born in Vienna."),
+            p("n1", "injected", "Records show Anna Berg grew up in a musical family. She was born in Salzburg.", "news"),
+        ],
+    }
+
+
+def test_multihop_rows_are_converted_with_their_false_sentences(tmp_path):
+    path = tmp_path / "mh.jsonl"
+    path.write_text(json.dumps(_multihop_row()) + "\n", encoding="utf-8")
+    [row] = load_dataset(path)
+    by_pid = {q["pid"]: q for q in row["passages"]}
+    # minimal edit: the sentence not in its source; news: the sentence naming the wrong answer
+    assert by_pid["e1"]["false_sentences"] == ["It premiered in 1911."]
+    assert by_pid["n1"]["false_sentences"] == ["She was born in Salzburg."]
+    assert by_pid["e1"]["family"] == "injected_minimal_edit" and by_pid["n1"]["label"] == "polluted"
+    assert by_pid["g1"]["label"] == by_pid["d1"]["label"] == "clean" and by_pid["g1"]["false_sentences"] == []
+    regimes = build_regimes(row)
+    assert [q["pid"] for q in regimes["clean"]] == ["g1", "d1", "g2"]
+    assert [q["pid"] for q in regimes["mixed"]] == ["g1", "e1", "d1", "g2", "n1"]
+    assert [q["pid"] for q in regimes["polluted"]] == ["e1", "d1", "n1"]
+    # the labels never reach the defense: the harness shows only PASSAGE_KEYS
+    records = run_regimes(MirageDefense(nli="lexical"), [row], progress=False)
+    assert {r.regime for r in records} == {"clean", "mixed", "polluted"}
+    mixed = next(r for r in records if r.regime == "mixed")
+    assert mixed.truth_known and mixed.all_false == 2 and mixed.all_true == 6
+
+
+def test_multihop_row_with_unknown_label_is_a_clear_error(tmp_path):
+    row = _multihop_row()
+    row["passages"][2]["label"] = "maybe"
+    path = tmp_path / "mh.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 1 is a malformed multi-hop row"):
+        load_dataset(path)
+
+
+@pytest.mark.skipif(not MULTIHOP.is_file(), reason="../shared/data/multihop_dev.jsonl is not here")
+def test_shared_multihop_file_marks_a_false_sentence_in_every_injected_passage():
+    rows = load_dataset(MULTIHOP)
+    assert len(rows) == 30
+    for row in rows:
+        injected = [q for q in row["passages"] if q["label"] == "polluted"]
+        assert len(injected) == 2
+        for q in injected:
+            sentences = split_sentences(q["text"])
+            assert q["false_sentences"], q["pid"]
+            assert all(f in sentences for f in q["false_sentences"])

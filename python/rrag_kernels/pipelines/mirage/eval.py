@@ -41,7 +41,12 @@ REGIMES = ("clean", "mixed", "polluted")
 
 
 def load_dataset(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL file of questions with labelled passages."""
+    """Read a JSONL file of questions with labelled passages.
+
+    Rows in the multi-hop format of ``shared/data/multihop_dev.jsonl`` (passages labelled
+    gold / distractor / injected, a ``wrong_answer``) are converted by :func:`multihop_as_mirage`,
+    so the harness also runs on data its knobs were never tuned on.
+    """
     rows = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
@@ -52,14 +57,82 @@ def load_dataset(path: str | Path) -> list[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"path: line {n} is not JSON ({exc})") from exc
-            if "question" not in row or "passages" not in row:
+            if not isinstance(row, dict) or "question" not in row or "passages" not in row:
                 raise ValueError(f"path: line {n} lacks 'question' or 'passages'")
+            if _is_multihop(row):
+                try:
+                    row = multihop_as_mirage(row)
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"path: line {n} is a malformed multi-hop row ({exc})") from exc
             rows.append(row)
     return rows
 
 
+def _is_multihop(row: dict[str, Any]) -> bool:
+    passages = row.get("passages")
+    return (isinstance(passages, list) and "wrong_answer" in row
+            and any(isinstance(p, dict) and p.get("label") == "injected" for p in passages))
+
+
+def multihop_as_mirage(row: dict[str, Any]) -> dict[str, Any]:
+    """A multi-hop row (``multihop_dev.jsonl``) as a harness row.
+
+    Gold and distractor passages are ``clean``; injected ones ``polluted``, their family
+    ``injected_<style>``. Their ``false_sentences`` (the claims that carry the injected fact):
+    for a ``minimal_edit`` passage, its sentences that are not sentences of its source passage
+    (the edit); for a ``news`` passage, its sentences naming the ``wrong_answer`` (its other
+    sentences may be invented detail, but they do not carry the answer, and count as true).
+    No retrieval scores are given (every passage is equally retrieved).
+
+    Regimes (``regime_pids``, read by :func:`build_regimes`): ``clean`` = the five true
+    passages; ``mixed`` = all seven as retrieved (2 injected among them); ``polluted`` = the
+    injected and the distractors, with neither gold passage (the truth is not retrieved).
+    """
+    passages = row["passages"]
+    by_pid = {p["pid"]: p for p in passages}
+    wrong = normalise_claim(str(row["wrong_answer"]))
+    if not wrong:
+        raise ValueError("wrong_answer is empty")
+    converted = []
+    for p in passages:
+        q = {k: p[k] for k in ("pid", "url", "title", "text") if k in p}
+        if p["label"] == "injected":
+            sentences = split_sentences(p["text"])
+            if p.get("style") == "minimal_edit" and p.get("source_pid") in by_pid:
+                source = {normalise_claim(x) for x in split_sentences(by_pid[p["source_pid"]]["text"])}
+                false = [x for x in sentences if normalise_claim(x) not in source]
+            else:
+                false = [x for x in sentences if wrong in normalise_claim(x)]
+            q.update(label="polluted", family=f"injected_{p.get('style', 'unknown')}",
+                     source_pid=p.get("source_pid"), false_sentences=false)
+        elif p["label"] in ("gold", "distractor"):
+            q.update(label="clean", family=None, source_pid=None, false_sentences=[])
+        else:
+            raise ValueError(f"passage {p.get('pid')!r} has label {p['label']!r}")
+        converted.append(q)
+    pids = [p["pid"] for p in passages]
+    labels = {p["pid"]: p["label"] for p in passages}
+    return {
+        "id": row.get("id"),
+        "question": row["question"],
+        "passages": converted,
+        "regime_pids": {
+            "clean": [x for x in pids if labels[x] != "injected"],
+            "mixed": pids,
+            "polluted": [x for x in pids if labels[x] != "gold"],
+        },
+    }
+
+
 def build_regimes(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The three regimes of one question (labelled passage dicts, in retrieval order)."""
+    """The three regimes of one question (labelled passage dicts, in retrieval order): the
+    row's explicit ``regime_pids`` when it has them (see :func:`multihop_as_mirage`), else
+    clean = its clean passages, mixed = every second clean one swapped for its polluted
+    variant, polluted = its polluted passages."""
+    explicit = row.get("regime_pids")
+    if explicit is not None:
+        by_pid = {p.get("pid"): p for p in row["passages"]}
+        return {name: [by_pid[pid] for pid in explicit[name]] for name in REGIMES}
     clean = [p for p in row["passages"] if p.get("label") == "clean"]
     polluted = [p for p in row["passages"] if p.get("label") == "polluted"]
     by_source = {p.get("source_pid"): p for p in polluted}
