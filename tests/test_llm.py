@@ -17,6 +17,8 @@ import threading
 
 import pytest
 
+from helpers import embedded_llm_skip_reason
+
 from rrag_kernels.models import (
     LLM,
     EmbeddedLLM,
@@ -36,17 +38,7 @@ COUNT = [{"role": "user", "content": "Count from 1 to 10, separated by commas."}
 HELLO = [{"role": "user", "content": "Say hello."}]
 
 
-def _skip_reason() -> str | None:
-    if importlib.util.find_spec("xllamacpp") is None:
-        return "xllamacpp is not installed (pip install 'rrag_kernels[llm]')"
-    try:
-        smollm2_gguf_path()
-    except (ImportError, FileNotFoundError) as exc:
-        return str(exc)
-    return None
-
-
-SKIP = _skip_reason()
+SKIP = embedded_llm_skip_reason()
 needs_model = pytest.mark.skipif(SKIP is not None, reason=f"embedded LLM unavailable: {SKIP}")
 
 

@@ -92,7 +92,7 @@ def test_credibility_sources(question):
     custom = credibility(QUESTION, PASSAGES, triples, source=lambda q, p, t: np.arange(len(t)))
     assert custom.tolist() == list(range(6))
     with pytest.raises(ValueError, match="source: expected one of"):
-        credibility(QUESTION, PASSAGES, triples, source="llm")
+        credibility(QUESTION, PASSAGES, triples, source="nosuch")
     with pytest.raises(ValueError, match="in \\[0, 10\\]"):
         credibility(QUESTION, PASSAGES, triples, source=lambda q, p, t: np.full(len(t), 11.0))
     with pytest.raises(ValueError, match="passage 0 has no 'label'"):
@@ -112,6 +112,8 @@ def test_reliability_selector_probabilities():
     with pytest.raises(ValueError, match="temperature"):
         ReliabilitySelector(temperature=0.0)
     with pytest.raises(ValueError, match="selector: expected one of"):
+        get_selector("nosuch")
+    with pytest.raises(ValueError, match="needs llm="):
         get_selector("llm")
 
 

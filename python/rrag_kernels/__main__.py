@@ -1,4 +1,4 @@
-"""Command line: ``python -m rrag_kernels {info, demo, mirage-eval, conformal-demo, reliablerag-eval}``."""
+"""Command line: ``python -m rrag_kernels {info, demo, mirage-eval, conformal-demo, reliablerag-eval, d2f, d2f-eval}``."""
 
 from __future__ import annotations
 
@@ -115,6 +115,226 @@ def _folds(text: str) -> int:
     return value
 
 
+# --------------------------------------------------------------------------- d2f, d2f-eval
+
+
+def _d2f_params(args: argparse.Namespace, **over):
+    from .pipelines.d2f import D2FParams
+
+    flags = {"k": "--k", "threshold": "--threshold", "order": "--order", "max_calls": "--max-calls",
+             "max_total_tokens": "--max-total-tokens", "max_depth": "--max-depth", "max_branch": "--max-branch",
+             "reason_tokens": "--reason-tokens", "answer_tokens": "--answer-tokens", "seed": "--seed"}
+    values = {name: getattr(args, name) for name in flags if getattr(args, name, None) is not None}
+    if getattr(args, "max_total_tokens", None) == 0:
+        values["max_total_tokens"] = None  # 0 on the command line: no token budget
+    try:
+        return D2FParams(**{**values, **over}).validate()
+    except (TypeError, ValueError) as exc:
+        name = str(exc).split(":", 1)[0]
+        raise _UsageError(f"{flags.get(name, name)}: {exc}") from exc
+
+
+def _d2f_embedder(name: str):
+    if name == "hashing":
+        from .models import HashingEmbedder
+
+        return HashingEmbedder()
+    try:
+        from .models import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    except ImportError as exc:
+        raise _UsageError(f"--embedder minilm: {exc} (or use --embedder hashing, model-free)") from exc
+
+
+def _d2f_llm(args: argparse.Namespace):
+    """The LLM of d2f / d2f-eval: ``--url`` (any OpenAI-compatible server) or the embedded SmolLM2."""
+    if args.url:
+        from .models import OpenAIChatLLM
+
+        try:
+            return OpenAIChatLLM(args.url, args.model, read_timeout=args.timeout)
+        except (TypeError, ValueError) as exc:
+            raise _UsageError(f"--url: {exc}") from exc
+    if args.model:
+        raise _UsageError("--model: names a model of the --url server; give --url too")
+    from .models import EmbeddedLLM, LLMError
+
+    try:
+        return EmbeddedLLM(n_ctx=args.n_ctx, n_threads=args.n_threads)
+    except (ImportError, FileNotFoundError, LLMError) as exc:
+        raise _UsageError(f"embedded LLM: {exc} (or point --url at an OpenAI-compatible server)") from exc
+
+
+def _read_jsonl_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return [line for line in fh if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _UsageError(f"{path}: {exc}") from exc
+
+
+def _d2f_corpus(lines: list[str], what: str) -> list[dict]:
+    """Passages from JSONL lines: each a passage (``text``) or a question with ``passages``."""
+    passages = []
+    for n, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if what == "--corpus":
+                raise _UsageError(f"--corpus: line {n} is not JSON") from None
+            continue  # an input line that is not JSON is that item's error record
+        if not isinstance(row, dict):
+            continue
+        items = row["passages"] if isinstance(row.get("passages"), list) else ([row] if "text" in row else [])
+        for p in items:
+            if not (isinstance(p, dict) and isinstance(p.get("text"), str)):
+                raise _UsageError(f"{what}: line {n}: a passage without a str 'text'")
+            passages.append({k: p[k] for k in ("pid", "title", "text", "url") if p.get(k) is not None})
+    return passages
+
+
+def _d2f(args: argparse.Namespace) -> int:
+    from .pipelines.d2f import D2FReAG, corpus_retriever
+
+    params = _d2f_params(args)
+    lines = _read_jsonl_lines(args.input)
+    corpus = _d2f_corpus(_read_jsonl_lines(args.corpus), "--corpus") if args.corpus else _d2f_corpus(lines, "input")
+    if not corpus:
+        raise _UsageError("no passages: give --corpus FILE, or 'passages' lists in the input lines")
+    items: list[dict] = []
+    for n, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            items.append({"index": n, "ok": False, "error_type": "ValueError", "message": f"not JSON ({exc})"})
+            continue
+        q = row.get("question") if isinstance(row, dict) else None
+        if not isinstance(q, str) or not q.strip():
+            items.append({"index": n, "ok": False, "error_type": "ValueError",
+                          "message": "no 'question' (a non-empty str)"})
+            continue
+        items.append({"index": n, "id": row.get("id"), "question": q})
+    embedder = _d2f_embedder(args.embedder)
+    method = D2FReAG(_d2f_llm(args), corpus_retriever(corpus, embedder), params)
+    todo = [it for it in items if "question" in it]
+    results = method.run_batch([it["question"] for it in todo], progress=not args.quiet)
+    for it, res in zip(todo, results):
+        if res.ok:
+            it.update(ok=True, answer=res.answer, trace=res.to_dict())
+        else:
+            it.update(ok=False, error_type=res.error_type, message=res.message)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for it in items:
+            out.write(json.dumps(it, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if not args.quiet:
+        failed = sum(not it["ok"] for it in items)
+        print(f"d2f: {len(items)} items, {failed} errors", file=sys.stderr)
+    return 0
+
+
+def _d2f_eval(args: argparse.Namespace) -> int:
+    import time
+
+    from .pipelines.d2f import (
+        CONTROL_SETTINGS,
+        corpus_retriever,
+        evaluate_control,
+        evaluate_llm,
+        format_report,
+        load_questions,
+        pooled_corpus,
+    )
+
+    try:
+        rows = load_questions(args.data)
+        corpus = pooled_corpus(rows)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _UsageError(f"data: {str(exc).removeprefix('path: ')}") from exc
+    scripted = args.llm == "scripted"
+    if scripted and (args.url or args.model):
+        raise _UsageError("--url/--model: a real LLM is used with --llm model only")
+    params = _d2f_params(args)
+    embedder_name = args.embedder if args.embedder != "auto" else ("hashing" if scripted else "minilm")
+    embedder = _d2f_embedder(embedder_name)
+    t0 = time.perf_counter()
+    retriever = corpus_retriever(corpus, embedder)
+    embed_s = time.perf_counter() - t0
+    print(f"D2F-ReAG on {len(rows)} questions, corpus of {len(corpus)} pooled passages embedded with "
+          f"{type(embedder).__name__} in {embed_s:.2f} s; k {params.k}, threshold {params.threshold}, "
+          f"max depth {params.max_depth}, max branch {params.max_branch}")
+    report: dict
+    if scripted:
+        print("control flow with the scripted LLM (a test double: judge score = crc32(seed:question|reasoning) "
+              f"mod 11, seed {args.seed or 0}; gold sub_questions as the root's decomposition, synthetic parts "
+              "below it; picks 1 and 2); decomp: share of roots decomposed; d<n>: questions whose deepest "
+              "processed level is n; budget: share of questions where the budget stopped the search\n")
+        settings = CONTROL_SETTINGS if args.order is None and args.max_calls is None else (("as given", {}),)
+        report = evaluate_control(rows, retriever, settings=settings, seed=args.seed or 0, base=params,
+                                  progress=not args.quiet)
+        print(format_report(report))
+    else:
+        limit = args.limit if args.limit is not None else (None if args.url else 5)
+        if limit is not None and limit < 1:
+            raise _UsageError(f"--limit: must be >= 1, got {limit}")
+        llm = _d2f_llm(args)
+        name = f"{args.model or 'server default'} at {args.url}" if args.url else "embedded SmolLM2-135M-Instruct"
+        print(f"LLM: {name}; order {params.order}, budget {params.max_calls} calls / "
+              f"{params.max_total_tokens or 'no'} tokens per question; {limit or len(rows)} questions")
+        try:
+            if not args.no_rates:
+                from .models import measure_rates
+
+                print(f"measured rates: {measure_rates(llm, rounds=1, prompt_words=120, max_tokens=16)}")
+            report = evaluate_llm(rows, llm, retriever, params=params, limit=limit, baseline=not args.no_baseline,
+                                  progress=not args.quiet)
+            print("EM / F1 / Str-Acc (gold a substring of the prediction) / ASR (the injected wrong answer in the "
+                  "prediction); time per question: retrieval (query embedding included) and LLM\n")
+            print(format_report(report))
+            usage = getattr(llm, "usage", None)
+            if callable(usage):
+                u = usage()
+                rates = ", ".join(f"{k} {v:.1f} tok/s" for k, v in (("prefill", u.prefill_tok_s),
+                                                                     ("decode", u.decode_tok_s)) if v is not None)
+                print(f"LLM usage over the run: {u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} "
+                      f"completion tokens, {u.seconds:.1f} s" + (f"; {rates}" if rates else ""))
+        finally:
+            close = getattr(llm, "close", None)
+            if callable(close):
+                close()
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=1, default=str)
+    return 0
+
+
+def _d2f_common_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=None, help="an OpenAI-compatible server (e.g. http://localhost:8000/v1); "
+                                              "default: the embedded SmolLM2-135M (offline)")
+    p.add_argument("--model", default=None, help="the model name the --url server serves")
+    p.add_argument("--timeout", type=float, default=300.0, help="read timeout per call in seconds (--url)")
+    p.add_argument("--n-threads", type=int, default=1, help="threads of the embedded LLM (default 1)")
+    p.add_argument("--n-ctx", type=int, default=4096, help="context size of the embedded LLM")
+    p.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"),
+                   help="passage embedder: MiniLM (offline model) or a model-free hashed bag of words")
+    p.add_argument("--k", type=int, default=None, help="passages retrieved per question (default 3)")
+    p.add_argument("--threshold", type=float, default=None, help="solved iff judge score / 10 >= this (default 0.7)")
+    p.add_argument("--order", default=None, choices=("bfs", "dfs"), help="frontier order (default bfs)")
+    p.add_argument("--max-depth", type=int, default=None, help="deepest level processed (default 3)")
+    p.add_argument("--max-branch", type=int, default=None, help="sub-questions per decomposition (default 3)")
+    p.add_argument("--max-calls", type=int, default=None, help="LLM calls per question (default 60)")
+    p.add_argument("--max-total-tokens", type=int, default=None,
+                   help="prompt + completion tokens per question before the search stops (default 60000; 0: none)")
+    p.add_argument("--reason-tokens", type=int, default=None, help="max_tokens of a reasoning (default 256)")
+    p.add_argument("--answer-tokens", type=int, default=None, help="max_tokens of the final answer (default 32)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (and the scripted judge's seed)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
+
+
 def _conformal_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -157,7 +377,17 @@ def _conformal_demo(args: argparse.Namespace) -> int:
 
 
 def _reliablerag_eval(args: argparse.Namespace) -> int:
-    from .pipelines.reliablerag import KEPT_STYLE, ChainParams, evaluate, format_report, load_multihop
+    from .pipelines.reliablerag import (
+        KEPT_STYLE,
+        ChainParams,
+        credibility_auc,
+        evaluate,
+        evaluate_llm,
+        format_auc,
+        format_llm_report,
+        format_report,
+        load_multihop,
+    )
 
     try:
         rows = load_multihop(args.data)  # a malformed file is a usage error, found before the model loads
@@ -167,23 +397,98 @@ def _reliablerag_eval(args: argparse.Namespace) -> int:
         params = ChainParams(max_context=args.max_context).validate()
     except ValueError as exc:
         raise _UsageError(f"--max-context: {exc}") from exc
+    use_llm = args.llm is not None or args.url is not None
+    if args.model is not None and args.url is None:
+        raise _UsageError("--model: needs --url")
+    if args.limit is not None and args.limit < 1:
+        raise _UsageError(f"--limit: must be >= 1, got {args.limit}")
+    if not use_llm and args.credibility == "llm":
+        raise _UsageError("--credibility llm: needs --llm embedded or --url")
+    small = args.llm == "embedded"  # a 135M model on shared CPUs: a small search by default
+    llm_params = {"k": args.k or (5 if small else 20), "beams": args.beams or (2 if small else 5),
+                  "max_chains": args.max_chains or (3 if small else 20), "max_hops": args.max_hops or (2 if small else 4)}
+    for name, value in llm_params.items():
+        try:
+            ChainParams(**{name: value}).validate()
+        except ValueError as exc:
+            raise _UsageError(f"--{name.replace('_', '-')}: {exc}") from exc
+    if llm_params["k"] > 25:
+        raise _UsageError(f"--k: the LLM selector letters at most 25 candidates, got {llm_params['k']}")
+    judge = None
+    if args.judge is not None:
+        try:
+            from .models import nli
+
+            judge = nli.load(args.judge)
+        except (ValueError, OSError, ImportError) as exc:
+            raise _UsageError(f"--judge: {exc}") from exc
     try:
         from .models import MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
     except ImportError as exc:
         raise _UsageError(f"embedder: {exc}") from exc
+    if not args.no_grid:
+        try:
+            report = evaluate(rows, embedder, params=params, progress=not args.no_progress)
+        except ValueError as exc:  # a malformed triple, gold_chain entry or a passage without 'label'
+            raise _UsageError(f"data: {exc}") from exc
+        print(f"ReliableRAG chains on {len(rows)} questions: oracle credibility (injected 1, others 10), supplied "
+              f"triples, 'reliability' selector, MiniLM embeddings; K {params.k}, beams {params.beams}, "
+              f"F {params.max_chains}, L {params.max_hops}, TBS at most {params.max_context} triples")
+        print(f"injected = injected passages kept (1: the {KEPT_STYLE}-style one); inj top-K: share of injected "
+              "triples among the first hop's candidates; inj TBS: in the context; gold recall: gold_chain triples "
+              "in the context\n")
+        print(format_report(report))
+    llm, server = None, None
     try:
-        report = evaluate(rows, embedder, params=params, progress=not args.no_progress)
-    except ValueError as exc:  # a malformed triple, gold_chain entry or a passage without 'label'
-        raise _UsageError(f"data: {exc}") from exc
-    print(f"ReliableRAG chains on {len(rows)} questions: oracle credibility (injected 1, others 10), supplied "
-          f"triples, 'reliability' selector, MiniLM embeddings; K {params.k}, beams {params.beams}, "
-          f"F {params.max_chains}, L {params.max_hops}, TBS at most {params.max_context} triples")
-    print(f"injected = injected passages kept (1: the {KEPT_STYLE}-style one); inj top-K: share of injected "
-          "triples among the first hop's candidates; inj TBS: in the context; gold recall: gold_chain triples "
-          "in the context\n")
-    print(format_report(report))
+        if use_llm:
+            from .models import EmbeddedLLM, LLMError, OpenAIChatLLM, measure_rates
+
+            try:
+                if small:
+                    llm = EmbeddedLLM(n_ctx=4096, n_threads=args.n_threads)
+                    server = llm
+                else:
+                    llm = OpenAIChatLLM(args.url, model=args.model, api_key_env=args.api_key_env)
+            except (ImportError, FileNotFoundError, ValueError, TypeError, LLMError) as exc:
+                raise _UsageError(f"--llm / --url: {exc}") from exc
+        if not args.no_auc:
+            sources = {"oracle": {"source": "oracle"}, "uniform": {"source": "uniform"},
+                       "agreement": {"source": "agreement", "judge": judge}}
+            auc_rows = rows
+            if llm is not None:
+                auc_rows = rows[: args.limit or (3 if small else len(rows))]
+                sources["llm"] = {"source": "llm", "llm": llm}
+            try:
+                auc = credibility_auc(auc_rows, sources, progress=not args.no_progress)
+            except ValueError as exc:
+                raise _UsageError(f"data: {exc}") from exc
+            print(f"\nCredibility vs the injected labels on {len(auc_rows)} questions (all passages, supplied "
+                  "triples): ROC-AUC = P(a non-injected triple scores above an injected one), ties 1/2; per-q: mean "
+                  "of the per-question AUCs; agreement judge: " + (args.judge or "package default") + "\n")
+            print(format_auc(auc))
+        if llm is not None:
+            try:
+                rates = measure_rates(llm, rounds=2, prompt_words=120, max_tokens=16)
+                print(f"\nLLM rates: {rates}")
+            except LLMError as exc:
+                print(f"\nLLM rates: not measured ({exc})")
+            limit = args.limit or (3 if small else None)
+            p = ChainParams(max_context=args.max_context, **llm_params)
+            rep = evaluate_llm(rows, llm, embedder, limit=limit, credibility_source=args.credibility,
+                               credibility_options={"judge": judge} if args.credibility == "agreement" else None,
+                               context=args.context, params=p, selector=args.selector,
+                               progress=not args.no_progress)
+            print(f"\nWith the LLM on {rep['n']} questions (all 7 passages, 2 injected): credibility "
+                  f"{args.credibility}, context {args.context}, selector {args.selector}; K {p.k}, beams {p.beams}, "
+                  f"F {p.max_chains}, L {p.max_hops}, alpha {p.alpha} (TRACE: alpha 1); vanilla / exclude<=3: "
+                  "top-3 passages by MiniLM cosine; per-question means, seconds split kernels / embedder / LLM / "
+                  "other\n")
+            print(format_llm_report(rep))
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 
@@ -202,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="how the kept set is chosen (default corroboration; paper: greedy F(S) pruning)")
     demo.set_defaults(func=_demo)
     ev = sub.add_parser("mirage-eval", help="clean / mixed / polluted harness on a labelled JSONL file")
-    ev.add_argument("data", type=_existing_file, help="JSONL in the format of shared/data/polluted_dev.jsonl")
+    ev.add_argument("data", type=_existing_file, help="JSONL in the format of shared/data/polluted_dev.jsonl "
+                                                   "(or multihop_dev.jsonl, converted: see multihop_as_mirage)")
     ev.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default; "
                                                 "'lexical' is model-free and fast)")
     ev.add_argument("--pairing", default="lexical", choices=("lexical", "semantic", "hybrid"))
@@ -228,7 +534,51 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: ../shared/data/multihop_dev.jsonl)")
     rr.add_argument("--max-context", type=int, default=10, help="the most triples in the TBS context")
     rr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rr.add_argument("--judge", default=None, help="NLI judge of the 'agreement' credibility (default: the "
+                                                  "package's default judge; 'lexical' is model-free and fast)")
+    rr.add_argument("--no-grid", action="store_true", help="skip the offline alpha x injected grid")
+    rr.add_argument("--no-auc", action="store_true", help="skip the credibility ROC-AUC table")
+    rr_llm = rr.add_mutually_exclusive_group()
+    rr_llm.add_argument("--llm", choices=("embedded",), default=None,
+                        help="also answer with an LLM: 'embedded' = SmolLM2-135M on llama.cpp, offline")
+    rr_llm.add_argument("--url", default=None, help="also answer with an OpenAI-compatible server at URL")
+    rr.add_argument("--model", default=None, help="the server's model name (with --url)")
+    rr.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    rr.add_argument("--limit", type=int, default=None, help="questions answered with the LLM (default: 3 "
+                                                            "embedded, all with --url)")
+    rr.add_argument("--credibility", default="oracle", choices=("oracle", "uniform", "agreement", "llm"),
+                    help="credibility of ReliableRAG and of the exclusion baseline (default oracle)")
+    rr.add_argument("--context", default="tbs", choices=("tbs", "sbs"), help="ReliableRAG's reader context")
+    rr.add_argument("--selector", default="llm", choices=("llm", "reliability"), help="chain selector")
+    rr.add_argument("--k", type=int, default=None, help="candidates per hop (default 20; 5 embedded)")
+    rr.add_argument("--beams", type=int, default=None, help="letters per chain and hop (default 5; 2 embedded)")
+    rr.add_argument("--max-chains", type=int, default=None, help="chains kept (default 20; 3 embedded)")
+    rr.add_argument("--max-hops", type=int, default=None, help="hops (default 4; 2 embedded)")
+    rr.add_argument("--n-threads", type=int, default=1, help="llama.cpp threads of the embedded LLM")
     rr.set_defaults(func=_reliablerag_eval)
+    d2 = sub.add_parser("d2f", help="D2F-ReAG: JSONL of questions in, JSONL of answers and traces out")
+    d2.add_argument("input", type=_existing_file, help="JSONL, one {'question', 'id'?, 'passages'?} per line")
+    d2.add_argument("--corpus", type=_existing_file, default=None,
+                    help="JSONL of passages ({'pid'?, 'title'?, 'text'}) or of questions with 'passages' "
+                         "(default: the input's passages, pooled)")
+    d2.add_argument("-o", "--output", default=None, help="output JSONL (default: stdout)")
+    _d2f_common_args(d2)
+    d2.set_defaults(func=_d2f)
+    de = sub.add_parser("d2f-eval", help="D2F-ReAG: scripted control flow, or answer metrics with an LLM")
+    de.add_argument("data", nargs="?", type=_existing_file, default="../shared/data/multihop_dev.jsonl",
+                    help="JSONL in the format of shared/data/multihop_dev.jsonl "
+                         "(default: ../shared/data/multihop_dev.jsonl)")
+    de.add_argument("--llm", default="scripted", choices=("scripted", "model"),
+                    help="scripted: control flow with the scripted LLM (no model); model: the embedded "
+                         "SmolLM2, or the --url server")
+    de.add_argument("--limit", type=int, default=None,
+                    help="first N questions (--llm model; default 5 with the embedded model, all with --url)")
+    de.add_argument("--no-baseline", action="store_true", help="skip vanilla RAG")
+    de.add_argument("--no-rates", action="store_true", help="skip measuring the prefill/decode rates")
+    de.add_argument("--json", default=None, help="also write the report as JSON to this path")
+    _d2f_common_args(de)
+    de.set_defaults(func=_d2f_eval)
+    de.set_defaults(embedder="auto")  # hashing for the scripted LLM, MiniLM with a model
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -9,7 +9,7 @@ Protocols (:mod:`.protocols`)
     (``search(query, k) -> list of passage dicts``), :class:`LLM` (``chat(messages, *,
     max_tokens, temperature, stop, seed, response_format, top_logprobs) -> ChatResult``).
 Implementations
-    :class:`MiniLMEmbedder` (all-MiniLM-L6-v2, offline), :class:`DenseRetriever` (exact
+    :class:`MiniLMEmbedder` (all-MiniLM-L6-v2, offline), :class:`HashingEmbedder` (model-free hashed bag of words), :class:`DenseRetriever` (exact
     inner-product search: faiss or the ``topk_cosine`` kernel), and the NLI scorers in
     :mod:`rrag_kernels.models.nli` (``nli.load(...)``, ``OnnxNLI``, ``CrossEncoderNLI``,
     ``LexicalNLI``, ``EnsembleNLI``).
@@ -37,7 +37,7 @@ when a model is built, never when this package is imported.
 from __future__ import annotations
 
 from . import nli
-from .embed import MiniLMEmbedder
+from .embed import HashingEmbedder, MiniLMEmbedder
 from .llm import (
     SMOLLM2_REQUIREMENT,
     XLLAMACPP_REQUIREMENT,
@@ -86,6 +86,7 @@ __all__ = [
     "LLMError",
     "LLMTimeoutError",
     "LLMUsage",
+    "HashingEmbedder",
     "MiniLMEmbedder",
     "NLIScorer",
     "OpenAIChatLLM",

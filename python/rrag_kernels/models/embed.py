@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import zlib
 from typing import Sequence
 
 import numpy as np
 
+from ..ops import check_int
 from .text import clean_texts
 
 logger = logging.getLogger("rrag_kernels")
@@ -69,3 +72,29 @@ class MiniLMEmbedder:
             texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
         return np.ascontiguousarray(emb, dtype=np.float32)
+
+
+class HashingEmbedder:
+    """A model-free embedder: hashed bag of lower-cased words (CRC32 mod ``dim``), unit rows.
+
+    For runs where retrieval quality does not matter (the scripted control-flow evaluation)
+    or no embedding model is installed; use :class:`~rrag_kernels.models.MiniLMEmbedder`
+    for answer quality.
+
+    Parameters
+    ----------
+    dim : int
+        Dimensions (>= 1; default 512).
+    """
+
+    def __init__(self, dim: int = 512):
+        self.dim = check_int(dim, "dim", minimum=1)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts: ``(len(texts), dim)`` float32, unit rows (zero rows for no word)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[i, zlib.crc32(word.encode()) % self.dim] += 1.0
+        norm = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norm == 0, 1.0, norm)

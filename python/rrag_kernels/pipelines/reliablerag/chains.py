@@ -25,6 +25,7 @@ still open are closed as they are.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -96,7 +97,8 @@ def triples_from_passages(passages: Sequence[Mapping[str, Any]]) -> list[Triple]
 
 # --------------------------------------------------------------------------- credibility
 
-#: A credibility source: ``(question, passages, triples) -> (T,) float64 in [0, 10]``.
+#: A credibility source: ``(question, passages, triples, **options) -> (T,) float64 in [0, 10]``
+#: (or an object with such a ``scores`` attribute, e.g. :class:`.sources.CredibilityScores`).
 CredibilitySource = Callable[[str, Sequence[Mapping[str, Any]], Sequence[Triple]], np.ndarray]
 
 
@@ -118,7 +120,7 @@ def _uniform_credibility(question: str, passages: Sequence[Mapping[str, Any]],
     return np.full(len(triples), 10.0, dtype=np.float64)
 
 
-#: Registered credibility sources by name; add ``"llm"`` / ``"agreement"`` here.
+#: Registered credibility sources by name (:mod:`.sources` adds ``"llm"`` and ``"agreement"``).
 CREDIBILITY_SOURCES: dict[str, CredibilitySource] = {
     "oracle": _oracle_credibility,
     "uniform": _uniform_credibility,
@@ -126,7 +128,7 @@ CREDIBILITY_SOURCES: dict[str, CredibilitySource] = {
 
 
 def credibility(question: str, passages: Sequence[Mapping[str, Any]], triples: Sequence[Triple], *,
-                source: str | CredibilitySource = "oracle") -> np.ndarray:
+                source: str | CredibilitySource = "oracle", **options: Any) -> np.ndarray:
     """Credibility c(t) in [0, 10] of each triple.
 
     Parameters
@@ -139,6 +141,8 @@ def credibility(question: str, passages: Sequence[Mapping[str, Any]], triples: S
         A name in :data:`CREDIBILITY_SOURCES` (``"oracle"``: 10 for the question's
         non-injected passages, 1 for injected ones, from ``label``; ``"uniform"``: all 10)
         or a callable of the same signature.
+    **options
+        Passed to the source (``llm=`` for ``"llm"``, ``judge=`` for ``"agreement"``).
 
     Returns
     -------
@@ -154,7 +158,8 @@ def credibility(question: str, passages: Sequence[Mapping[str, Any]], triples: S
         fn = source
     else:
         fn = CREDIBILITY_SOURCES[check_choice(source, "source", tuple(CREDIBILITY_SOURCES))]
-    out = np.asarray(fn(question, passages, triples), dtype=np.float64)
+    out = fn(question, passages, triples, **options)
+    out = np.asarray(getattr(out, "scores", out), dtype=np.float64)
     if out.shape != (len(triples),):
         raise ValueError(f"source: expected shape ({len(triples)},), got {out.shape}")
     if not (np.isfinite(out).all() and ((out >= 0) & (out <= 10)).all()):
@@ -238,15 +243,15 @@ class ReliabilitySelector:
         return out
 
 
-#: Registered selectors by name (an LLM selector is a later entry).
-SELECTORS: dict[str, Callable[[], ChainSelector]] = {"reliability": ReliabilitySelector}
+#: Registered selectors by name (:mod:`.selector` adds ``"llm"``).
+SELECTORS: dict[str, Callable[..., ChainSelector]] = {"reliability": ReliabilitySelector}
 
 
-def get_selector(selector: str | ChainSelector) -> ChainSelector:
-    """A selector instance: a name in :data:`SELECTORS` (built with its defaults) or an
-    object with ``choice_probs`` (returned as is)."""
+def get_selector(selector: str | ChainSelector, **options: Any) -> ChainSelector:
+    """A selector instance: a name in :data:`SELECTORS` (built with ``options``, e.g.
+    ``llm=`` for ``"llm"``) or an object with ``choice_probs`` (returned as is)."""
     if isinstance(selector, str):
-        return SELECTORS[check_choice(selector, "selector", tuple(SELECTORS))]()
+        return SELECTORS[check_choice(selector, "selector", tuple(SELECTORS))](**options)
     if not callable(getattr(selector, "choice_probs", None)):
         raise TypeError(f"selector: expected a name in {tuple(SELECTORS)} or an object with choice_probs, "
                         f"got {type(selector).__name__}")
@@ -367,7 +372,7 @@ def tbs_context(triples: Sequence[Triple], chains: Sequence[Chain], max_context:
 
 def build_chains(question: str, triples: Sequence[Triple], credibility: Any, embedder: Embedder, *,
                  params: ChainParams | None = None, selector: str | ChainSelector = "reliability",
-                 triple_emb: np.ndarray | None = None) -> ChainResult:
+                 triple_emb: np.ndarray | None = None, timings: dict[str, float] | None = None) -> ChainResult:
     """ReliableRAG's beam search over reasoning chains for one question.
 
     Hop by hop, every unfinished chain is embedded (:func:`chain_query`), scored against
@@ -386,6 +391,9 @@ def build_chains(question: str, triples: Sequence[Triple], credibility: Any, emb
     selector : str or ChainSelector
     triple_emb : ndarray, shape (T, d), optional
         Precomputed ``embedder.encode([t.text for t in triples])``.
+    timings : dict, optional
+        When given, ``timings["kernels"]`` is increased by the seconds spent in the two
+        kernels (``triple_reliability`` and ``beam_step``).
 
     Returns
     -------
@@ -417,7 +425,9 @@ def build_chains(question: str, triples: Sequence[Triple], credibility: Any, emb
         used = np.zeros((open_rows.size, n_triples), dtype=bool)
         for r, b in enumerate(open_rows):
             used[r, list(chains[b])] = True
+        t0 = time.perf_counter()
         sc, idx = triple_reliability(q_emb, triple_emb, cred, alpha=params.alpha, used=used, k=params.k)
+        kernel_s = time.perf_counter() - t0
         cand_idx = [[int(i) for i in row if i >= 0] for row in idx]
         if hop == 0:
             first_hop = cand_idx[0]
@@ -427,8 +437,11 @@ def build_chains(question: str, triples: Sequence[Triple], credibility: Any, emb
         n_cand = np.zeros(len(chains), dtype=np.int64)
         n_cand[open_rows] = [len(row) for row in cand_idx]
         cand_of = dict(zip(open_rows.tolist(), cand_idx))
+        t0 = time.perf_counter()
         step = beam_step(scores, finished, probs, n_cand, np.array([0, len(chains)], dtype=np.int64),
                          beams=params.beams, min_prob=params.min_prob, max_chains=params.max_chains)
+        if timings is not None:
+            timings["kernels"] = timings.get("kernels", 0.0) + kernel_s + time.perf_counter() - t0
         chains = [chains[p] if c <= 0 else chains[p] + (cand_of[p][c - 1],)
                   for p, c in zip(step.parent.tolist(), step.choice.tolist())]
         scores = np.asarray(step.score, dtype=np.float64)
