@@ -3,10 +3,14 @@ results out.
 
 * :mod:`rrag_kernels.pipelines.mirage` -- the MIRAGE defense and its evaluation harness;
 * :mod:`rrag_kernels.pipelines.conformal` -- claim-level conformal factuality: the
-  calibrator, the claim-data adapters, the trade-off plot and the (multi-hop) RAG pipeline.
+  calibrator, the claim-data adapters, the trade-off plot and the (multi-hop) RAG pipeline;
+* :mod:`rrag_kernels.pipelines.reliablerag` -- ReliableRAG: triples, credibility sources,
+  reliability-ranked chain search (LLM or deterministic selector), TBS / SBS context, reader;
+* :mod:`rrag_kernels.pipelines.d2f` -- D2F-ReAG: retrieve, reason, judge, decompose, rewrite.
 
 Each folder's ``__init__`` is its face. Pipelines import the kernels through
 :mod:`rrag_kernels.ops` and models, embedders, retrievers and text helpers through
 :mod:`rrag_kernels.models` (small protocols, so any implementation can be plugged in; every
-default works offline). ``_progress`` is shared by the pipelines.
+default works offline). ``_progress`` (progress bars), ``_answer_metrics`` (EM, F1, Str-Acc,
+attack success) and ``_multihop`` (the multi-hop JSONL reader) are shared by the pipelines.
 """
