@@ -1,12 +1,23 @@
-"""Command line: ``python -m rrag_kernels {info, demo, mirage-eval, conformal-demo, reliablerag-eval, d2f, d2f-eval}``."""
+"""rrag: the command line of rrag_kernels (also ``python -m rrag_kernels`` and ``rrag-kernels``).
+
+Batch commands read JSONL and write JSONL (count in = count out, a failed item an error
+record); mistakes on the command line are argparse errors (exit 2), never tracebacks.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from importlib import resources
+
+from .cli import bench as _bench_cmd
+from .cli import conformal as _conformal_cmd
+from .cli import defend as _defend_cmd
+from .cli import reliablerag as _reliablerag_cmd
+from .cli.common import UsageError as _UsageError
+from .cli.common import existing_file as _existing_file
+from .cli.common import int_at_least, open_unit
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -56,11 +67,6 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-class _UsageError(Exception):
-    """A mistake on the command line found after parsing (an unknown scorer, an unreadable
-    data file): reported by argparse (exit 2), never as a traceback."""
-
-
 def _load_nli(name: str | None):
     from .models import nli
 
@@ -70,14 +76,31 @@ def _load_nli(name: str | None):
         raise _UsageError(f"--nli: {exc}") from exc
 
 
+def _require_labels(rows: list[dict]) -> None:
+    """mirage-eval measures against labels: every question needs passages labelled clean /
+    polluted (or the multi-hop file's gold / distractor / injected), else the tables would be
+    NaN rows."""
+    if not rows:
+        raise _UsageError("data: no questions in the file")
+    unlabelled = [n for n, row in enumerate(rows, 1) if not isinstance(row["passages"], list) or
+                  not any(isinstance(p, dict) and p.get("label") in ("clean", "polluted") for p in row["passages"])]
+    if unlabelled:
+        which = "no question" if len(unlabelled) == len(rows) else f"{len(unlabelled)} of {len(rows)} questions " \
+                                                                   f"(first: question {unlabelled[0]})"
+        raise _UsageError(f"data: {which} has labelled passages ('label': 'clean' / 'polluted', with "
+                          "'false_sentences'); mirage-eval measures against labels. To defend unlabelled "
+                          "questions use: rrag defend IN.jsonl OUT.jsonl")
+
+
 def _mirage_eval(args: argparse.Namespace) -> int:
     from .pipelines.mirage import MirageParams, evaluate, format_report, load_dataset
 
     params = MirageParams(pairing=args.pairing, on_block=args.on_block, mode=args.mode)
     try:
-        load_dataset(args.data)  # a malformed file is a usage error, found before any model loads
+        rows = load_dataset(args.data)  # a malformed file is a usage error, found before any model loads
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise _UsageError(f"data: {str(exc).removeprefix('path: ')}") from exc
+    _require_labels(rows)
     scorer = _load_nli(args.nli)
     report = evaluate(args.data, nli=scorer, params=params, tune=not args.no_tune, folds=args.folds,
                       progress=not args.no_progress)
@@ -97,12 +120,6 @@ def _mirage_eval(args: argparse.Namespace) -> int:
         print(format_report(report["cross_validated"], f"cross-validated by question ({len(report['fold_gates'])} "
                                                       f"folds; each fold judged by the gate tuned on the others: {gates})"))
     return 0
-
-
-def _existing_file(path: str) -> str:
-    if not os.path.isfile(path):
-        raise argparse.ArgumentTypeError(f"no such file: {path!r}")
-    return path
 
 
 def _folds(text: str) -> int:
@@ -353,6 +370,9 @@ def _conformal_demo(args: argparse.Namespace) -> int:
     data = from_responses(sample["data"], score="relevance", noise=None)
     perm = np.random.default_rng(args.seed).permutation(data.n)
     n_cal = int(round(args.calib_fraction * data.n))
+    if not 1 <= n_cal < data.n:
+        raise _UsageError(f"--calib-fraction: {args.calib_fraction} of {data.n} responses leaves "
+                          f"{n_cal} to calibrate and {data.n - n_cal} to test; both need at least one")
     cal, test = data.subset(perm[:n_cal]), data.subset(perm[n_cal:])
     shown = min(max(args.show, 0), test.n - 1)
     print(f"Conformal factuality on the packaged sample: {data.n} responses, {len(data.scores)} claims; "
@@ -493,11 +513,18 @@ def _reliablerag_eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rrag_kernels", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="rrag", description="rrag_kernels on the command line (also: python -m rrag_kernels). Batch commands "
+        "read and write JSONL, one output line per input line (a failed item is an error record); '--quiet' "
+        "silences progress bars. 'rrag COMMAND -h' describes a command.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     info = sub.add_parser("info", help="print the build and machine configuration")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=_info)
+    _bench_cmd.add_parser(sub)
+    _defend_cmd.add_parser(sub)
+    _conformal_cmd.add_parser(sub)
+    _reliablerag_cmd.add_parser(sub)
     demo = sub.add_parser("demo", help="run the MIRAGE defense on the packaged sample (offline)")
     demo.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default)")
     demo.add_argument("--prompt", action="store_true", help="also print the generated prompts")
@@ -521,12 +548,13 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.set_defaults(func=_mirage_eval)
     cd = sub.add_parser("conformal-demo", help="calibrate a claim filter on the packaged sample and filter a response")
-    cd.add_argument("--alpha", type=float, nargs="+", default=[0.1, 0.3], help="target levels (default 0.1 0.3)")
+    cd.add_argument("--alpha", type=open_unit, nargs="+", default=[0.1, 0.3],
+                    help="target levels in (0, 1) (default 0.1 0.3)")
     cd.add_argument("--scores", default="stored", choices=("stored", "live"),
                     help="claim scores stored in the sample (default, fast) or recomputed with MiniLM")
     cd.add_argument("--seed", type=int, default=0, help="calibration/test split seed")
-    cd.add_argument("--calib-fraction", type=float, default=0.7, help="share of responses used to calibrate")
-    cd.add_argument("--show", type=int, default=0, help="which test response to print claim by claim")
+    cd.add_argument("--calib-fraction", type=open_unit, default=0.7, help="share of responses used to calibrate")
+    cd.add_argument("--show", type=int_at_least(0), default=0, help="which test response to print claim by claim")
     cd.set_defaults(func=_conformal_demo)
     rr = sub.add_parser("reliablerag-eval", help="ReliableRAG chains: alpha x injected passages grid (offline)")
     rr.add_argument("data", nargs="?", type=_existing_file, default="../shared/data/multihop_dev.jsonl",
@@ -579,11 +607,24 @@ def main(argv: list[str] | None = None) -> int:
     _d2f_common_args(de)
     de.set_defaults(func=_d2f_eval)
     de.set_defaults(embedder="auto")  # hashing for the scripted LLM, MiniLM with a model
+    for command in sub.choices.values():  # usage errors are told with the usage of the command that ran
+        command.set_defaults(_parser=command)
     args = parser.parse_args(argv)
+    import logging
+
+    logger = logging.getLogger("rrag_kernels")
+    level = logger.level
+    if getattr(args, "quiet", False):  # the libraries' warnings (a failed item) are in the records already
+        logger.setLevel(logging.ERROR)
     try:
         return args.func(args)
     except _UsageError as exc:
-        parser.error(f"{args.command}: {exc}")
+        args._parser.error(str(exc))
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        logger.setLevel(level)  # main() may be called in process (tests, notebooks)
 
 
 if __name__ == "__main__":

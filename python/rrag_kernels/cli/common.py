@@ -1,0 +1,238 @@
+"""What the batch commands share: argument types, JSONL in and out, progress, usage errors.
+
+JSONL conventions of every command
+----------------------------------
+* Input: one JSON object per line, UTF-8; blank lines are skipped (they are not items).
+* Output: one line per input item, in input order (count in = count out). An item that
+  cannot be run (a line that is not JSON, a missing field, a failure inside the method) is
+  an error record ``{"line": n, "id": ..., "error": "..."}`` (``id`` when the line had one;
+  ``line`` is 1-based in the input file), never a lost line.
+* A file that is not JSONL at all (no line is a JSON object), is not UTF-8 or cannot be read
+  is a usage error (exit 2) found before any model loads.
+* Floats JSON cannot hold: NaN is written as ``null``, infinities as ``"inf"`` / ``"-inf"``
+  (as the conformal calibrator's file does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+from typing import Any, Callable, Iterator, Sequence
+
+__all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed", "int_at_least",
+           "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter", "progress", "chunks", "stderr"]
+
+
+class UsageError(Exception):
+    """A mistake on the command line found after parsing (an unknown scorer, an unreadable
+    data file): reported by argparse (exit 2), never as a traceback."""
+
+
+# --------------------------------------------------------------------------- argument types
+
+
+def existing_file(path: str) -> str:
+    if not os.path.isfile(path):
+        raise argparse.ArgumentTypeError(f"no such file: {path!r}")
+    return path
+
+
+def output_file(path: str) -> str:
+    """A path that can be written: ``-`` (stdout), or a file in an existing folder."""
+    if path == "-":
+        return path
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"is a folder, not a file: {path!r}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"no such folder: {os.path.dirname(path)!r}")
+    return path
+
+
+def check_distinct(inputs: Sequence[str], output: str) -> None:
+    """The output must not overwrite an input (it is opened for writing before anything runs)."""
+    if output == "-" or not os.path.exists(output):
+        return
+    for path in inputs:
+        if os.path.exists(path) and os.path.samefile(path, output):
+            raise UsageError(f"output: {output} is also an input; write the results to another file")
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def open_unit(text: str) -> float:
+    """A number in the open interval (0, 1) (alpha, calibration fractions)."""
+    value = _number(text, "a number in (0, 1)")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text}")
+    return value
+
+
+def unit_open_closed(text: str) -> float:
+    """A number in (0, 1] (the conformal level ``a``)."""
+    value = _number(text, "a number in (0, 1]")
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
+    return value
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"  # what argparse names in "invalid ... value"
+    return parse
+
+
+# --------------------------------------------------------------------------- JSONL in
+
+
+def read_lines(path: str, what: str) -> list[tuple[int, str]]:
+    """(1-based line number, text) of each non-blank line; a usage error when unreadable."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return [(n, line) for n, line in enumerate(fh, 1) if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise UsageError(f"{what}: {exc}") from None
+
+
+def parse_rows(lines: Sequence[tuple[int, str]], what: str
+               ) -> list[tuple[int, dict | None, str | None]]:
+    """``(line, row, error)`` per line: the parsed object, or None and why it is not one.
+
+    Raises UsageError when there are lines but none is a JSON object: the file is not JSONL
+    (a CSV, a JSON document spread over lines, the wrong file), which no record would help.
+    """
+    out: list[tuple[int, dict | None, str | None]] = []
+    for n, text in lines:
+        try:
+            row = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            out.append((n, None, f"not JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"))
+            continue
+        if not isinstance(row, dict):
+            out.append((n, None, f"not a JSON object (a {type(row).__name__})"))
+            continue
+        out.append((n, row, None))
+    if out and all(row is None for _, row, _ in out):
+        raise UsageError(f"{what}: not JSONL (no line is a JSON object; line {out[0][0]}: {out[0][2]})")
+    return out
+
+
+def error_record(line: int, row: dict | None, message: str) -> dict:
+    rec: dict[str, Any] = {"line": line}
+    if isinstance(row, dict) and row.get("id") is not None:
+        rec["id"] = row["id"]
+    rec["error"] = message
+    return rec
+
+
+# --------------------------------------------------------------------------- JSONL out
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` with numpy values, dataclasses, tuples and sets made JSON values; NaN -> None,
+    +-inf -> "inf" / "-inf"."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy scalars and arrays
+        return jsonable(obj.tolist())
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return None
+        if math.isinf(obj):
+            return "inf" if obj > 0 else "-inf"
+        return obj
+    if isinstance(obj, int):
+        return obj
+    return str(obj)
+
+
+class JsonlWriter:
+    """Writes records one per line to a path (``-``: stdout); a context manager."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.count = 0
+        try:
+            self._fh = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"output: {exc}") from None
+
+    def write(self, record: dict) -> None:
+        self._fh.write(json.dumps(jsonable(record), ensure_ascii=False, allow_nan=False) + "\n")
+        self.count += 1
+
+    def __enter__(self) -> "JsonlWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fh is sys.stdout:
+            self._fh.flush()
+        else:
+            self._fh.close()
+
+
+# --------------------------------------------------------------------------- progress and messages
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "_NoBar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def progress(total: int, *, enabled: bool, desc: str, unit: str = "item") -> Any:
+    """A tqdm bar on stderr (``update(n)``, ``close()``, a context manager), or a silent one
+    when not ``enabled`` or tqdm is missing."""
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for s in range(0, len(items), size):
+        yield items[s:s + size]
+
+
+def stderr(message: str, *, quiet: bool = False) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)

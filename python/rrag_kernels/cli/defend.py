@@ -1,0 +1,137 @@
+"""``rrag defend IN.jsonl OUT.jsonl``: the MIRAGE defense on unlabelled questions + passages.
+
+Input line: ``{"id"?, "question", "passages": [{"text", "url"?, "title"?,
+"retrieval_score"?}, ...]}`` (other keys are ignored). Output line, in input order::
+
+    {"line", "id"?, "question", "gate_passed", "gate_reason", "fallback",
+     "kept": [{"text", "source", "score", "domain", "contradicted_by"}],
+     "dropped": [{"text", "source", "score", "domain", "reason"}],   # with --dropped
+     "prompt", "stats"}
+
+or an error record ``{"line", "id"?, "error"}`` (when the defense itself failed on the item, with
+``gate_passed`` false and the ``on_block`` fallback ``prompt``). Items run through
+:meth:`MirageDefense.defend_batch` (one NLI pass per batch, a failing item isolated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from .common import (
+    JsonlWriter,
+    UsageError,
+    check_distinct,
+    chunks,
+    error_record,
+    existing_file,
+    int_at_least,
+    output_file,
+    parse_rows,
+    progress,
+    read_lines,
+    stderr,
+)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("defend", help="MIRAGE defense: JSONL of questions + passages in, JSONL of decisions, "
+                                      "kept claims and prompts out (no labels needed)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", type=existing_file, help="JSONL, one {'id'?, 'question', 'passages'} per line")
+    p.add_argument("output", type=output_file, help="JSONL to write, one line per input line ('-': stdout)")
+    p.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default; "
+                                               "'lexical' is model-free and fast)")
+    p.add_argument("--mode", default="corroboration", choices=("corroboration", "paper"),
+                   help="how the kept set is chosen (default corroboration; paper: greedy F(S) pruning)")
+    p.add_argument("--on-block", default="parametric", choices=("parametric", "refuse", "passthrough"),
+                   help="the prompt when the gate blocks (default parametric)")
+    p.add_argument("--pairing", default="lexical", choices=("lexical", "semantic", "hybrid"),
+                   help="which claim pairs are judged (semantic/hybrid load the MiniLM embedder)")
+    p.add_argument("--score-kind", default="similarity", choices=("similarity", "distance"),
+                   help="what the passages' retrieval_score is (default similarity: higher is better)")
+    p.add_argument("--top-k", type=int_at_least(1), default=None, help="passages read per question (default 20)")
+    p.add_argument("--batch-size", type=int_at_least(1), default=64,
+                   help="questions per defend_batch call (one NLI pass each; default 64)")
+    p.add_argument("--dropped", action="store_true", help="also write the dropped claims with their reasons")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
+    p.set_defaults(func=run)
+    return p
+
+
+def _claim(c: Any, dropped: bool) -> dict:
+    out = {"text": c.text, "source": c.source, "score": c.score, "domain": c.domain}
+    if dropped:
+        out["reason"] = c.reason
+    elif c.contradicted_by:
+        out["contradicted_by"] = list(c.contradicted_by)
+    return out
+
+
+def _record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:
+    if result.error is not None:  # the defense failed on the item: its fallback prompt still comes back
+        return {**error_record(line, row, result.error), "gate_passed": False, "fallback": result.fallback,
+                "prompt": result.prompt}
+    rec: dict[str, Any] = {"line": line}
+    if row.get("id") is not None:
+        rec["id"] = row["id"]
+    rec.update(question=result.question, gate_passed=result.gate_passed, gate_reason=result.stats.get("gate_reason"),
+               fallback=result.fallback, kept=[_claim(c, False) for c in result.claims if c.kept])
+    if with_dropped:
+        rec["dropped"] = [_claim(c, True) for c in result.claims if not c.kept]
+    rec.update(prompt=result.prompt, stats=result.stats)
+    return rec
+
+
+def _check_row(row: dict) -> str | None:
+    q = row.get("question")
+    if not isinstance(q, str) or not q.strip():
+        return "no 'question' (a non-empty str)"
+    if not isinstance(row.get("passages"), list):
+        return "no 'passages' (a list of {'text', ...})"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..models import nli as nli_models
+    from ..pipelines.mirage import MirageDefense
+
+    check_distinct([args.input], args.output)
+    rows = parse_rows(read_lines(args.input, "input"), "input")  # unreadable / not JSONL: exit 2, before the model
+    over = {"mode": args.mode, "on_block": args.on_block, "pairing": args.pairing, "score_kind": args.score_kind}
+    if args.top_k is not None:
+        over["top_k"] = args.top_k
+    try:
+        scorer = nli_models.load(args.nli)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        raise UsageError(f"--nli: {exc}") from exc
+    defense = MirageDefense(nli=scorer, **over)
+    t0 = time.perf_counter()
+    errors = passed = 0
+    bar = progress(len(rows), enabled=not args.quiet, desc="defend", unit="q")
+    try:
+        with JsonlWriter(args.output) as out:
+            for part in chunks(rows, args.batch_size):  # written as each batch ends, in input order
+                records: list[dict | None] = [None] * len(part)
+                todo = []
+                for k, (line, row, why) in enumerate(part):
+                    why = why or _check_row(row)
+                    if why:
+                        records[k] = error_record(line, row, why)
+                    else:
+                        todo.append(k)
+                results = defense.defend_batch([part[k][1] for k in todo], progress=False) if todo else []
+                for k, result in zip(todo, results):
+                    records[k] = _record(part[k][0], part[k][1], result, args.dropped)
+                for rec in records:
+                    out.write(rec)
+                    errors += "error" in rec
+                    passed += bool(rec.get("gate_passed"))
+                bar.update(len(part))
+    finally:
+        bar.close()
+    n = len(rows)
+    stderr(f"defend: {n} items, {errors} errors, gate passed {passed}/{n - errors}, "
+           f"{time.perf_counter() - t0:.2f} s (NLI {type(scorer).__name__}, mode {args.mode})", quiet=args.quiet)
+    return 0
