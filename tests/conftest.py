@@ -116,6 +116,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+# --------------------------------------------------------------------------- hypothesis profiles
+
+# tests/test_properties.py. "ci" (the default): a fixed, small budget, derandomized so CI is
+# deterministic. "thorough": random, >= 100,000 examples over the file (tests/run_properties.py
+# prints them per op). Pick one with RRAG_HYPOTHESIS_PROFILE=thorough or
+# --hypothesis-profile=thorough; RRAG_HYPOTHESIS_MAX_EXAMPLES overrides the examples per test.
+# No example database: nothing is written into the repository.
+try:
+    from hypothesis import HealthCheck
+    from hypothesis import settings as _hyp_settings
+except ImportError:  # the property tests skip themselves
+    pass
+else:
+    _hyp_common = dict(database=None, deadline=None, print_blob=True,
+                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                              HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    _hyp_n = os.environ.get("RRAG_HYPOTHESIS_MAX_EXAMPLES", "").strip()
+    _hyp_settings.register_profile("ci", max_examples=int(_hyp_n or 10), derandomize=True, **_hyp_common)
+    _hyp_settings.register_profile("thorough", max_examples=int(_hyp_n or 700), **_hyp_common)
+    _hyp_settings.load_profile(os.environ.get("RRAG_HYPOTHESIS_PROFILE", "ci"))
+
+
 # --------------------------------------------------------------------------- seeding
 
 

@@ -34,7 +34,10 @@ def is_torch_tensor(x: Any) -> bool:
 def to_numpy(x: Any) -> Any:
     """A torch tensor as a numpy array (copied to the host); anything else as given."""
     if is_torch_tensor(x):
-        return x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if x.dtype.is_floating_point and x.itemsize < 8 and str(x.dtype) not in ("torch.float16", "torch.float32"):
+            x = x.float()  # bfloat16, float8: numpy has no such dtype; float32 holds them exactly
+        return x.numpy()
     return x
 
 
@@ -43,7 +46,10 @@ def array_like(x: Any, name: str) -> Any:
     if isinstance(x, np.ndarray) or is_torch_tensor(x):
         return x
     if isinstance(x, (list, tuple)):
-        arr = np.asarray(x)
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError, OverflowError) as exc:  # ragged nesting, odd items
+            raise ValueError(f"{name}: expected a rectangular list of numbers ({exc})") from None
         return arr.astype(np.int64) if arr.size == 0 else arr
     raise TypeError(f"{name}: expected a numpy array, list or torch tensor, got {type(x).__name__}")
 
@@ -164,6 +170,8 @@ def as_bool(x: Any, name: str, length: int | None = None, what: str = "") -> np.
     """A 1-d bool argument as contiguous bool numpy (TypeError for any other dtype)."""
     if is_plain(x, _BOOL) and (length is None or x.shape[0] == length):
         return x
+    if isinstance(x, (list, tuple)) and len(x) == 0:
+        x = np.zeros(0, dtype=np.bool_)  # array_like makes an empty list int64
     x = array_like(x, name)
     check_dtype_kind(x, name, "b", "a bool array")
     check_shape(x, name, (length,), what)
@@ -495,7 +503,7 @@ def check_alphas(alpha: Any, name: str) -> tuple[np.ndarray, bool]:
         raise TypeError(f"{name}: expected a float or a 1-d array of floats, got bool")
     scalar = isinstance(alpha, numbers.Real)
     if scalar:
-        arr = np.array([float(alpha)], dtype=np.float64)
+        arr = np.array([check_real(alpha, name)], dtype=np.float64)  # 10**400: ValueError, not OverflowError
     else:
         arr = as_float64(alpha, name, (None,), allow_int=True)
     bad = ~((arr > 0.0) & (arr < 1.0))
@@ -522,7 +530,13 @@ def as_claims(scores: Any, labels_ok: Any, offsets: Any) -> tuple[np.ndarray, np
     """
     s = as_float64(scores, "scores", (None,), allow_int=True)
     if isinstance(labels_ok, (list, tuple)):  # a list of labels may hold 0/1 as well as bools
-        labels_ok = np.asarray(labels_ok, dtype=np.bool_)
+        arr = array_like(labels_ok, "labels_ok")
+        if arr.dtype.kind in "iuf":
+            bad = ~np.isin(arr, (0, 1))
+            if bad.any():
+                raise ValueError(f"labels_ok: a list of labels holds bools or 0/1, got {arr.reshape(-1)[np.argmax(bad)]!r}")
+            arr = arr.astype(np.bool_)
+        labels_ok = arr
     ok = as_bool(labels_ok, "labels_ok", s.shape[0], " (len(scores))")
     off = as_index(offsets, "offsets")
     if off.shape[0] < 1:

@@ -62,7 +62,8 @@ def claim_relevance(
     if query_doc_sim is not None:
         check_vector(query_doc_sim, "query_doc_sim", n_d, " (one per doc)")
     arrays["query_doc_sim"] = query_doc_sim
-    p = plan(arrays, backend)
+    # Offsets count for the output type too (a tensor in, a tensor out), as in segmented_cosine.
+    p = plan({**arrays, "doc_offsets": doc_offsets, "claim_offsets": claim_offsets}, backend)
     if p.backend == "triton":
         from ..triton_ops.claim_relevance import claim_relevance as launch
 

@@ -131,10 +131,16 @@ def conformal_sweep(scores: Any, labels_ok: Any, offsets: Any, *, alphas: Any, n
     sentinel = check_sentinel(sentinel)
     labels, gid, n_groups = None, None, 1
     if groups is not None:
-        g = np.asarray(groups.detach().cpu().numpy() if hasattr(groups, "detach") else groups)
+        try:
+            g = np.asarray(groups.detach().cpu().numpy() if hasattr(groups, "detach") else groups)
+        except (ValueError, TypeError) as exc:  # a ragged list
+            raise ValueError(f"groups: expected one label per response ({exc})") from None
         if g.ndim != 1 or g.shape[0] != n:
             raise ValueError(f"groups: expected shape ({n},) (one label per response), got {g.shape}")
-        labels, inv = np.unique(g, return_inverse=True)
+        try:
+            labels, inv = np.unique(g, return_inverse=True)
+        except TypeError as exc:  # labels that do not compare, e.g. None among ints
+            raise TypeError(f"groups: the labels must be mutually comparable ({exc})") from None
         gid = as_buffer(inv.reshape(-1), np.int64)
         n_groups = max(int(labels.shape[0]), 1)
     per_split = 8 * (al.shape[0] * n_groups + 4 * al.shape[0] + n_groups)  # q_hat, 4 metrics, n_calib

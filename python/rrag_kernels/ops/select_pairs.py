@@ -17,6 +17,8 @@ from ._validation import as_index, check_csr, check_int, check_real
 
 __all__ = ["TOKEN_PATTERN", "Pairs", "claim_token_ids", "select_pairs"]
 
+_MAX_PAIRS_CAP = 2**62
+
 
 class Pairs(NamedTuple):
     """Output of :func:`select_pairs` (a tuple ``(i, j, overlap)``).
@@ -121,7 +123,8 @@ def select_pairs(
     if not 0.0 <= tau <= 1.0:
         raise ValueError(f"tau: must be in [0, 1], got {tau}")
     if max_pairs is not None:
-        max_pairs = check_int(max_pairs, "max_pairs")
+        # Any cap beyond the pairs that can exist means no cap; the C++ kernel takes int64.
+        max_pairs = min(check_int(max_pairs, "max_pairs"), _MAX_PAIRS_CAP)
     src = as_index(source_ids, "source_ids")
     n = src.shape[0]
     ids = as_index(token_ids, "token_ids")

@@ -26,6 +26,8 @@ from ._validation import (
 
 __all__ = ["triple_reliability", "triple_reliability_segmented"]
 
+_K_MAX = 2**59
+
 
 def triple_reliability(
     query_emb: Any, triple_emb: Any, credibility: Any, *, alpha: float = 0.4, used: Any = None, k: int = 20,
@@ -153,6 +155,8 @@ def _common_arguments(credibility: Any, n_triples: int, alpha: Any, k: Any,
         raise ValueError(f"alpha: must be in [0, 1], got {alpha}")
     k = check_int(k, "k", minimum=1)
     check_memory_budget(12 * n_chains * k, "k", "the (len(query_emb), k) outputs")
+    if k > _K_MAX:  # only with no chains: even (0, k) outputs need k * 8 bytes < 2**63 (numpy, int64 C++)
+        raise ValueError(f"k: must be <= 2**59 (the (len(query_emb), k) outputs are arrays), got {k}")
     return cred, alpha, k
 
 
