@@ -12,6 +12,10 @@ package must obey:
    and its ``nli`` subpackage) only; neither imports ``reference`` or ``triton_ops``, and
    ``models`` never imports ``pipelines``.
 3. ``reference/`` imports nothing of the layers it checks.
+4. ``integrations/`` (the framework adapters, above the pipelines) imports the other layers
+   through their faces only: ``rrag_kernels.ops``, ``rrag_kernels.models`` (and ``.nli``) and
+   one method face per pipeline, ``rrag_kernels.pipelines.<method>`` (``from
+   rrag_kernels.pipelines import mirage`` reads the face too).
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ def _module_names() -> dict[str, Path]:
 
 
 MODULES = _module_names()
+#: The method faces of the pipelines layer (``pipelines/<method>/__init__.py``).
+PIPELINE_FACES = {m for m in MODULES if m.startswith(f"{PACKAGE}.pipelines.") and m.count(".") == 2
+                  and MODULES[m].name == "__init__.py"}
 
 
 def _package_of(module: str) -> str:
@@ -132,6 +139,9 @@ def _violations(module: str) -> list[str]:
                 out.append(f"{where}: {layer}/ imports {target} through its face {sorted(FACES[target])} only")
             if target in ("reference", "triton_ops") or (layer == "models" and target == "pipelines"):
                 out.append(f"{where}: {layer}/ may not import {target}")
+        if layer == "integrations" and target not in ("integrations", "") and \
+                name not in FACES.get(target, set()) | PIPELINE_FACES | {f"{PACKAGE}.pipelines"}:
+            out.append(f"{where}: integrations/ imports the other layers through their faces only")
         if layer == "reference" and name != PACKAGE and target not in ("reference",):
             out.append(f"{where}: reference/ imports nothing of the layers it checks")
     return out
@@ -139,7 +149,9 @@ def _violations(module: str) -> list[str]:
 
 def test_the_walk_sees_the_layers():
     """Guard against a vacuous pass: the tree and its imports are where the rules expect."""
-    assert {_layer(m) for m in MODULES} >= {"", "ops", "models", "pipelines", "reference", "triton_ops"}
+    assert {_layer(m) for m in MODULES} >= {"", "ops", "models", "pipelines", "reference", "triton_ops", "integrations"}
+    assert "rrag_kernels.pipelines.mirage" in PIPELINE_FACES and "rrag_kernels.pipelines.mirage.defense" not in PIPELINE_FACES
+    assert "rrag_kernels.pipelines.mirage" in {n for _, n in _imports("rrag_kernels.integrations._common")}
     assert ("rrag_kernels.ops._validation" in {n for _, n in _imports("rrag_kernels.ops.nli_graph")})
     assert ("rrag_kernels.ops" in {n for _, n in _imports("rrag_kernels.pipelines.mirage.defense")})
     assert _violations("rrag_kernels.ops.nli_graph") == []
@@ -165,3 +177,10 @@ def test_a_private_import_across_layers_is_caught(tmp_path, monkeypatch):
     fake.write_text("from ...ops import claim_relevance, check_int\nfrom ...models import nli\n"
                     "from ...models.nli import LexicalNLI\nfrom .._progress import progress_iter\n")
     assert _violations("rrag_kernels.pipelines.mirage.fake") == []
+    monkeypatch.setitem(MODULES, "rrag_kernels.integrations.fake", fake)
+    fake.write_text("from ..pipelines.mirage.defense import MirageDefense\nfrom ..pipelines import _progress\n")
+    bad = _violations("rrag_kernels.integrations.fake")
+    assert len([b for b in bad if "through their faces only" in b]) == 2, bad
+    fake.write_text("from ..pipelines.mirage import MirageDefense\nfrom ..models import split_sentences\n"
+                    "from ..ops import cosine_matrix\nfrom ._common import require\n")
+    assert _violations("rrag_kernels.integrations.fake") == []
