@@ -310,6 +310,14 @@ class MirageDefense:
             characters -> space): the claims, the NLI scorer, the retriever's probe
             queries and the prompt all read the cleaned text, so the result equals that of
             the cleaned input.
+
+        Raises
+        ------
+        TypeError, ValueError
+            Bad inputs; also a scorer output that is not (n, 3) probabilities in [0, 1]
+            with rows summing to 1, or an embedder output that is not finite (n, d)
+            (messages start with ``nli:`` / ``embedder:``). What the scorer, embedder or
+            retriever raises propagates; :meth:`defend_batch` records it on the item.
         """
         state = self._prepare(question, passages)
         t = time.perf_counter()
@@ -511,8 +519,8 @@ class MirageDefense:
         starts = range(0, len(pairs), chunk)
         for s0 in progress_iter(starts, enabled=progress and len(pairs) > chunk, desc="mirage nli", unit="chunk"):
             part = pairs[s0:s0 + chunk]
-            table[s0:s0 + len(part)] = np.asarray(
-                self.nli.predict_proba([x for x, _ in part], [y for _, y in part]), dtype=np.float64)
+            table[s0:s0 + len(part)] = _checked_probs(
+                self.nli.predict_proba([x for x, _ in part], [y for _, y in part]), len(part))
         elapsed = time.perf_counter() - t
         total = sum(len(f) + len(b) for f, b in wanted.values()) or 1
         out = {}
@@ -543,7 +551,12 @@ class MirageDefense:
             from ...models import MiniLMEmbedder
 
             self._embedder = MiniLMEmbedder()
-        return np.asarray(self._embedder.encode(texts), dtype=np.float32)
+        emb = np.asarray(self._embedder.encode(texts), dtype=np.float32)
+        if emb.ndim != 2 or emb.shape[0] != len(texts):
+            raise ValueError(f"embedder: encode returned shape {emb.shape} for {len(texts)} texts, expected ({len(texts)}, d)")
+        if not np.isfinite(emb).all():
+            raise ValueError("embedder: encode returned NaN or inf")
+        return emb
 
     def _semantic_pairs(self, texts, source_ids, lex_i, lex_j, lex_overlap):
         """Beyond the paper: cross-source pairs whose MiniLM cosine >= tau_sem (each claim's
@@ -584,7 +597,7 @@ class MirageDefense:
             return empty, empty
         a = [texts[k] for k in pair_i]
         b = [texts[k] for k in pair_j]
-        probs = np.asarray(self.nli.predict_proba(a + b, b + a), dtype=np.float64)
+        probs = _checked_probs(self.nli.predict_proba(a + b, b + a), 2 * n_pairs)
         return probs[:n_pairs], probs[n_pairs:]
 
     def _probe(self, active: list[Claim], timings: dict[str, float]) -> np.ndarray:
@@ -606,7 +619,7 @@ class MirageDefense:
         if not premises:
             return penalty
         t = time.perf_counter()
-        probs = np.asarray(self.nli.predict_proba(premises, hypotheses), dtype=np.float64)
+        probs = _checked_probs(self.nli.predict_proba(premises, hypotheses), len(premises))
         timings["nli_s"] = timings.get("nli_s", 0.0) + time.perf_counter() - t
         e_col, c_col = label_columns(self.nli.labels)
         for k, row in zip(owner, probs):
@@ -717,6 +730,28 @@ def top_passages(scores: Sequence[float | None], top_k: int, score_kind: str = "
     if hi == lo:
         return chosen, [1.0 if k in sims else 0.0 for k in chosen]
     return chosen, [min(1.0, max(0.0, (sims[k] / 2 - lo) / (hi - lo))) if k in sims else 0.0 for k in chosen]
+
+
+def _checked_probs(probs: Any, n: int) -> np.ndarray:
+    """A scorer's ``predict_proba`` output for ``n`` pairs, as float64 (n, 3), or a clear
+    error: a wrong shape (which numpy could broadcast), NaN / inf, values outside [0, 1] or
+    rows that do not sum to 1 must never become claim scores."""
+    try:
+        arr = np.asarray(probs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"nli: predict_proba returned {type(probs).__name__}, not a float array ({exc})") from exc
+    if arr.shape != (n, 3):
+        raise ValueError(f"nli: predict_proba returned shape {arr.shape} for {n} pairs, expected ({n}, 3)")
+    if n:
+        bad = ~((arr >= 0.0) & (arr <= 1.0)).all(axis=1)  # NaN compares False
+        if bad.any():
+            raise ValueError(f"nli: predict_proba returned probabilities that are not finite and in [0, 1] "
+                             f"(first at row {int(np.argmax(bad))})")
+        off = np.abs(arr.sum(axis=1) - 1.0) > 1e-3
+        if off.any():
+            k = int(np.argmax(off))
+            raise ValueError(f"nli: predict_proba returned rows that do not sum to 1 (row {k} sums to {arr[k].sum():.4g})")
+    return arr
 
 
 def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

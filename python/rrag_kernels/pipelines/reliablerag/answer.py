@@ -69,9 +69,13 @@ class _TimedEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         t0 = time.perf_counter()
         try:
-            return self.embedder.encode(texts)
+            emb = self.embedder.encode(texts)
         finally:
             self.seconds += time.perf_counter() - t0
+        shape = tuple(getattr(emb, "shape", None) or np.shape(emb))  # arrays and tensors are passed on as they are
+        if len(shape) != 2 or shape[0] != len(texts):  # else a kernel reports it under its own argument names
+            raise ValueError(f"embedder: encode returned shape {shape} for {len(texts)} texts, expected ({len(texts)}, d)")
+        return emb
 
 
 @dataclass
