@@ -17,7 +17,7 @@ from .cli import defend as _defend_cmd
 from .cli import reliablerag as _reliablerag_cmd
 from .cli.common import UsageError as _UsageError
 from .cli.common import existing_file as _existing_file
-from .cli.common import int_at_least, open_unit
+from .cli.common import int_at_least, make_embedder, make_llm, open_unit
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -151,36 +151,11 @@ def _d2f_params(args: argparse.Namespace, **over):
         raise _UsageError(f"{flags.get(name, name)}: {exc}") from exc
 
 
-def _d2f_embedder(name: str):
-    if name == "hashing":
-        from .models import HashingEmbedder
-
-        return HashingEmbedder()
-    try:
-        from .models import MiniLMEmbedder
-
-        return MiniLMEmbedder()
-    except ImportError as exc:
-        raise _UsageError(f"--embedder minilm: {exc} (or use --embedder hashing, model-free)") from exc
-
-
 def _d2f_llm(args: argparse.Namespace):
     """The LLM of d2f / d2f-eval: ``--url`` (any OpenAI-compatible server) or the embedded SmolLM2."""
-    if args.url:
-        from .models import OpenAIChatLLM
-
-        try:
-            return OpenAIChatLLM(args.url, args.model, read_timeout=args.timeout)
-        except (TypeError, ValueError) as exc:
-            raise _UsageError(f"--url: {exc}") from exc
-    if args.model:
+    if not args.url and args.model:
         raise _UsageError("--model: names a model of the --url server; give --url too")
-    from .models import EmbeddedLLM, LLMError
-
-    try:
-        return EmbeddedLLM(n_ctx=args.n_ctx, n_threads=args.n_threads)
-    except (ImportError, FileNotFoundError, LLMError) as exc:
-        raise _UsageError(f"embedded LLM: {exc} (or point --url at an OpenAI-compatible server)") from exc
+    return make_llm(args)
 
 
 def _read_jsonl_lines(path: str) -> list[str]:
@@ -232,7 +207,7 @@ def _d2f(args: argparse.Namespace) -> int:
                           "message": "no 'question' (a non-empty str)"})
             continue
         items.append({"index": n, "id": row.get("id"), "question": q})
-    embedder = _d2f_embedder(args.embedder)
+    embedder = make_embedder(args.embedder)
     method = D2FReAG(_d2f_llm(args), corpus_retriever(corpus, embedder), params)
     todo = [it for it in items if "question" in it]
     results = method.run_batch([it["question"] for it in todo], progress=not args.quiet)
@@ -277,7 +252,7 @@ def _d2f_eval(args: argparse.Namespace) -> int:
         raise _UsageError("--url/--model: a real LLM is used with --llm model only")
     params = _d2f_params(args)
     embedder_name = args.embedder if args.embedder != "auto" else ("hashing" if scripted else "minilm")
-    embedder = _d2f_embedder(embedder_name)
+    embedder = make_embedder(embedder_name)
     t0 = time.perf_counter()
     retriever = corpus_retriever(corpus, embedder)
     embed_s = time.perf_counter() - t0

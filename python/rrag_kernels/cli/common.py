@@ -236,3 +236,32 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 def stderr(message: str, *, quiet: bool = False) -> None:
     if not quiet:
         print(message, file=sys.stderr, flush=True)
+
+
+def make_llm(args: argparse.Namespace) -> Any:
+    """The LLM of ``--llm embedded`` / ``--url`` (d2f, d2f-eval, reliablerag; tests patch it with a
+    scripted one where a command imports it)."""
+    from ..models import EmbeddedLLM, LLMError, OpenAIChatLLM
+
+    if args.url:
+        try:
+            return OpenAIChatLLM(args.url, args.model, api_key_env=getattr(args, "api_key_env", "OPENAI_API_KEY"),
+                                 read_timeout=args.timeout)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"--url: {exc}") from exc
+    try:
+        return EmbeddedLLM(n_ctx=args.n_ctx, n_threads=args.n_threads)
+    except (ImportError, FileNotFoundError, LLMError) as exc:
+        raise UsageError(f"embedded LLM: {exc} (or point --url at an OpenAI-compatible server)") from exc
+
+
+def make_embedder(name: str) -> Any:
+    """``--embedder minilm`` (MiniLMEmbedder, offline) or ``hashing`` (model-free)."""
+    from ..models import HashingEmbedder, MiniLMEmbedder
+
+    if name == "hashing":
+        return HashingEmbedder()
+    try:
+        return MiniLMEmbedder()
+    except ImportError as exc:
+        raise UsageError(f"--embedder minilm: {exc} (or use --embedder hashing, model-free)") from exc

@@ -21,6 +21,8 @@ import time
 from typing import Any
 
 from .common import (
+    make_embedder,
+    make_llm,
     JsonlWriter,
     UsageError,
     check_distinct,
@@ -69,32 +71,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
     p.set_defaults(func=run)
     return p
-
-
-def make_llm(args: argparse.Namespace) -> Any:
-    """The LLM of ``--llm embedded`` / ``--url`` (tests patch this with a scripted one)."""
-    from ..models import EmbeddedLLM, LLMError, OpenAIChatLLM
-
-    if args.url:
-        try:
-            return OpenAIChatLLM(args.url, args.model, api_key_env=args.api_key_env, read_timeout=args.timeout)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"--url: {exc}") from exc
-    try:
-        return EmbeddedLLM(n_ctx=args.n_ctx, n_threads=args.n_threads)
-    except (ImportError, FileNotFoundError, LLMError) as exc:
-        raise UsageError(f"embedded LLM: {exc} (or point --url at an OpenAI-compatible server)") from exc
-
-
-def make_embedder(name: str) -> Any:
-    from ..models import HashingEmbedder, MiniLMEmbedder
-
-    if name == "hashing":
-        return HashingEmbedder()
-    try:
-        return MiniLMEmbedder()
-    except ImportError as exc:
-        raise UsageError(f"--embedder minilm: {exc} (or use --embedder hashing, model-free)") from exc
 
 
 def _record(line: int, row: dict, res: Any) -> dict:
