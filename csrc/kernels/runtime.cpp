@@ -16,25 +16,32 @@
 namespace rrag {
 namespace {
 
+// RRAG_X86_SIMD (set by CMake): the AVX2 / AVX-512 primitives are compiled in (x86-64 only).
 bool cpu_has(const char* feature_set) {
   const std::string s = feature_set;
+#if RRAG_X86_SIMD
   if (s == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (s == "avx512")
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#endif
   return s == "scalar";
 }
 
 const simd::Primitives* by_name(const std::string& name) {
   if (name == "scalar") return &simd::primitives_scalar();
+#if RRAG_X86_SIMD
   if (name == "avx2") return &simd::primitives_avx2();
   if (name == "avx512") return &simd::primitives_avx512();
+#endif
   return nullptr;
 }
 
 const simd::Primitives* best_available() {
+#if RRAG_X86_SIMD
   if (cpu_has("avx512")) return &simd::primitives_avx512();
   if (cpu_has("avx2")) return &simd::primitives_avx2();
+#endif
   return &simd::primitives_scalar();
 }
 
@@ -155,6 +162,8 @@ std::vector<std::string> available_simd_levels() {
 
 void set_simd_level(const std::string& name) {
   const simd::Primitives* p = by_name(name);
+  if (!p && (name == "avx2" || name == "avx512"))
+    throw std::invalid_argument("name: SIMD level '" + name + "' is x86-64 only; this build has 'scalar'");
   if (!p) throw std::invalid_argument("name: unknown SIMD level '" + name + "' (scalar, avx2, avx512)");
   if (!cpu_has(name.c_str()))
     throw std::invalid_argument("name: this CPU does not support SIMD level '" + name + "'");
