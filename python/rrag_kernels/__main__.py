@@ -15,6 +15,7 @@ from .cli import bench as _bench_cmd
 from .cli import conformal as _conformal_cmd
 from .cli import defend as _defend_cmd
 from .cli import reliablerag as _reliablerag_cmd
+from .cli import serve as _serve_cmd
 from .cli.common import UsageError as _UsageError
 from .cli.common import existing_file as _existing_file
 from .cli.common import int_at_least, make_embedder, make_llm, open_unit
@@ -500,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     _defend_cmd.add_parser(sub)
     _conformal_cmd.add_parser(sub)
     _reliablerag_cmd.add_parser(sub)
+    _serve_cmd.add_parser(sub)
     demo = sub.add_parser("demo", help="run the MIRAGE defense on the packaged sample (offline)")
     demo.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default)")
     demo.add_argument("--prompt", action="store_true", help="also print the generated prompts")

@@ -93,6 +93,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     pl = cs.add_parser("plot", parents=[labelled, sweep], help="the sweep's trade-off curve as PNG (matplotlib)")
     pl.add_argument("-o", "--output", type=output_file, required=True, help="image to write (.png, .svg, .pdf)")
     pl.add_argument("--title", default=None, help="plot title")
+    pl.add_argument("--calibration", type=existing_file, default=None,
+                    help="a JSON written by 'conformal calibrate' on this data (same --noise / --supported): "
+                         "its score and a are used and its alpha and q_hat marked")
     pl.set_defaults(_parser=pl, func=_plot)
     return p
 
@@ -254,10 +257,14 @@ def _run_sweep(args: argparse.Namespace) -> tuple[Any, Any]:
         res = conformal_sweep(data.scores, data.labels_ok, data.offsets, alphas=args.alphas, n_splits=args.splits,
                               calib_fraction=args.calib_fraction, seed=args.seed, a=args.a)
     except ValueError as exc:
-        name = str(exc).split(":", 1)[0]
-        flag = {"calib_fraction": "--calib-fraction", "alphas": "--alphas", "n_splits": "--splits"}.get(name, "data")
-        raise UsageError(f"{flag}: {exc}") from exc
+        raise UsageError(f"{_sweep_flag(exc)}: {exc}") from exc
     return data, res
+
+
+def _sweep_flag(exc: Exception, other: str = "data") -> str:
+    """The option a sweep's ValueError is about (its message starts with the argument's name)."""
+    name = str(exc).split(":", 1)[0]
+    return {"calib_fraction": "--calib-fraction", "alphas": "--alphas", "n_splits": "--splits"}.get(name, other)
 
 
 def _table(res: Any) -> list[dict[str, Any]]:
@@ -304,21 +311,33 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    try:
-        import matplotlib
+    import importlib.util
 
-        matplotlib.use("Agg")
-    except ImportError:
-        raise UsageError("plot needs matplotlib: pip install matplotlib") from None
-    from ..pipelines.conformal import plot_tradeoff
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("plot needs matplotlib: pip install 'rrag_kernels[plot]'")
+    from ..pipelines.conformal import ClaimConformal, plot_tradeoff
 
-    data, res = _run_sweep(args)
+    if args.calibration is not None:
+        try:
+            cc = ClaimConformal.load(args.calibration)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--calibration: {exc}") from exc
+        if isinstance(cc.q_hat, dict):
+            raise UsageError("--calibration: a group-conditional calibration cannot be plotted from a claims file")
+        args.score, args.a = cc.score_name, cc.a
+        data = _labelled(args)
+        try:
+            res = cc.sweep(sorted({*args.alphas, cc.alpha}), n_splits=args.splits, calib_fraction=args.calib_fraction,
+                           seed=args.seed, data=(data.scores, data.labels_ok, data.offsets))
+        except ValueError as exc:
+            raise UsageError(f"{_sweep_flag(exc, '--calibration')}: {exc}") from exc
+        mark = {"mark_alpha": cc.alpha, "mark_label": f"q_hat {cc.q_hat:.4g}"}
+    else:
+        data, res = _run_sweep(args)
+        mark = {}
     try:
-        fig = plot_tradeoff(res, args.output, title=args.title)
+        plot_tradeoff(res, args.output, title=args.title, **mark)
     except (OSError, ValueError) as exc:  # an unknown image suffix, an unwritable path
         raise UsageError(f"--output: {exc}") from exc
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     print(f"wrote {args.output} (trade-off over {args.splits} splits of {data.n} responses)")
     return 0

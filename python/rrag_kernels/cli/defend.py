@@ -41,8 +41,23 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", type=existing_file, help="JSONL, one {'id'?, 'question', 'passages'} per line")
     p.add_argument("output", type=output_file, help="JSONL to write, one line per input line ('-': stdout)")
-    p.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default; "
-                                               "'lexical' is model-free and fast)")
+    add_defense_options(p)
+    p.add_argument("--batch-size", type=int_at_least(1), default=64,
+                   help="questions per defend_batch call (one NLI pass each; default 64)")
+    p.add_argument("--dropped", action="store_true", help="also write the dropped claims with their reasons")
+    p.add_argument("--graph", default=None, metavar="PNG",
+                   help="draw the claim graph of the first item as PNG (matplotlib); a '{line}' in the path "
+                        "draws one per item, e.g. graphs/q{line}.png")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
+    p.set_defaults(func=run)
+    return p
+
+
+def add_defense_options(p: argparse.ArgumentParser) -> None:
+    """The MIRAGE defense's options (``--nli --mode --on-block --pairing --score-kind --top-k``),
+    shared by ``rrag defend`` and ``rrag serve``; :func:`defense_from_args` builds the defense."""
+    p.add_argument("--nli", default=None, metavar="NAME",
+                   help="NLI scorer name or path (default: offline default; 'lexical' is model-free and fast)")
     p.add_argument("--mode", default="corroboration", choices=("corroboration", "paper"),
                    help="how the kept set is chosen (default corroboration; paper: greedy F(S) pruning)")
     p.add_argument("--on-block", default="parametric", choices=("parametric", "refuse", "passthrough"),
@@ -51,13 +66,24 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="which claim pairs are judged (semantic/hybrid load the MiniLM embedder)")
     p.add_argument("--score-kind", default="similarity", choices=("similarity", "distance"),
                    help="what the passages' retrieval_score is (default similarity: higher is better)")
-    p.add_argument("--top-k", type=int_at_least(1), default=None, help="passages read per question (default 20)")
-    p.add_argument("--batch-size", type=int_at_least(1), default=64,
-                   help="questions per defend_batch call (one NLI pass each; default 64)")
-    p.add_argument("--dropped", action="store_true", help="also write the dropped claims with their reasons")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
-    p.set_defaults(func=run)
-    return p
+    p.add_argument("--top-k", type=int_at_least(1), default=None, metavar="N",
+                   help="passages read per question (default 20)")
+
+
+def defense_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`MirageDefense` of :func:`add_defense_options`' arguments; a judge that
+    cannot be loaded is a usage error naming ``--nli``."""
+    from ..models import nli as nli_models
+    from ..pipelines.mirage import MirageDefense
+
+    over = {"mode": args.mode, "on_block": args.on_block, "pairing": args.pairing, "score_kind": args.score_kind}
+    if args.top_k is not None:
+        over["top_k"] = args.top_k
+    try:
+        scorer = nli_models.load(args.nli)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        raise UsageError(f"--nli: {exc}") from exc
+    return MirageDefense(nli=scorer, **over)
 
 
 def _claim(c: Any, dropped: bool) -> dict:
@@ -69,7 +95,9 @@ def _claim(c: Any, dropped: bool) -> dict:
     return out
 
 
-def _record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:
+def defend_record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:
+    """The output record of one defended item (the module docstring's shape); public because
+    the HTTP server (:mod:`rrag_kernels.serve`) answers ``POST /defend`` with the same records."""
     if result.error is not None:  # the defense failed on the item: its fallback prompt still comes back
         return {**error_record(line, row, result.error), "gate_passed": False, "fallback": result.fallback,
                 "prompt": result.prompt}
@@ -84,6 +112,18 @@ def _record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:
     return rec
 
 
+def _graph(result: Any, pattern: str, line: int) -> int:
+    """Draw one item's claim graph (``{line}`` in the path: the input line); 1 when drawn."""
+    from ..pipelines.mirage import plot_claim_graph
+
+    path = pattern.replace("{line}", str(line))
+    try:
+        plot_claim_graph(result, path)
+    except (OSError, ValueError) as exc:  # an unknown image suffix, an unwritable path
+        raise UsageError(f"--graph: {exc}") from exc
+    return 1
+
+
 def _check_row(row: dict) -> str | None:
     q = row.get("question")
     if not isinstance(q, str) or not q.strip():
@@ -94,21 +134,16 @@ def _check_row(row: dict) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..models import nli as nli_models
-    from ..pipelines.mirage import MirageDefense
-
     check_distinct([args.input], args.output)
+    if args.graph is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise UsageError("--graph: needs matplotlib: pip install 'rrag_kernels[plot]'")
     rows = parse_rows(read_lines(args.input, "input"), "input")  # unreadable / not JSONL: exit 2, before the model
-    over = {"mode": args.mode, "on_block": args.on_block, "pairing": args.pairing, "score_kind": args.score_kind}
-    if args.top_k is not None:
-        over["top_k"] = args.top_k
-    try:
-        scorer = nli_models.load(args.nli)
-    except (ValueError, FileNotFoundError, ImportError) as exc:
-        raise UsageError(f"--nli: {exc}") from exc
-    defense = MirageDefense(nli=scorer, **over)
+    defense = defense_from_args(args)
     t0 = time.perf_counter()
-    errors = passed = 0
+    errors = passed = graphs = 0
     bar = progress(len(rows), enabled=not args.quiet, desc="defend", unit="q")
     try:
         with JsonlWriter(args.output) as out:
@@ -123,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
                         todo.append(k)
                 results = defense.defend_batch([part[k][1] for k in todo], progress=False) if todo else []
                 for k, result in zip(todo, results):
-                    records[k] = _record(part[k][0], part[k][1], result, args.dropped)
+                    records[k] = defend_record(part[k][0], part[k][1], result, args.dropped)
+                    if args.graph is not None and result.error is None and (graphs == 0 or "{line}" in args.graph):
+                        graphs += _graph(result, args.graph, part[k][0])
                 for rec in records:
                     out.write(rec)
                     errors += "error" in rec
@@ -133,5 +170,5 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     n = len(rows)
     stderr(f"defend: {n} items, {errors} errors, gate passed {passed}/{n - errors}, "
-           f"{time.perf_counter() - t0:.2f} s (NLI {type(scorer).__name__}, mode {args.mode})", quiet=args.quiet)
+           f"{time.perf_counter() - t0:.2f} s (NLI {type(defense.nli).__name__}, mode {args.mode})", quiet=args.quiet)
     return 0

@@ -79,7 +79,7 @@ class _PairTokenizer:
     def _pad_from_files(self, directory: Path) -> int:
         """Pad id: config.json pad_token_id, else the tokenizer's pad token, else 0."""
         cfg = _read_json(directory / "config.json")
-        if isinstance(cfg.get("pad_token_id"), int):
+        if type(cfg.get("pad_token_id")) is int and cfg["pad_token_id"] >= 0:  # not a bool, not negative
             return int(cfg["pad_token_id"])
         full = getattr(self, "_full", None)
         if full is not None:
@@ -215,7 +215,7 @@ class OnnxNLI:
 
         tok_cfg = _read_json(directory / "tokenizer_config.json")
         model_max = tok_cfg.get("model_max_length")
-        if isinstance(model_max, int) and 0 < model_max < max_length:
+        if type(model_max) is int and 0 < model_max < max_length:  # a bool is not a length
             logger.debug("OnnxNLI: max_length %d capped at the tokenizer's model_max_length %d", max_length, model_max)
             max_length = model_max
         self.max_length = max_length

@@ -58,6 +58,7 @@ from ...ops import (
     check_real,
     check_sentinel,
     conformal_quantile,
+    conformal_sweep,
     r_scores,
 )
 
@@ -173,6 +174,10 @@ class ClaimConformal:
     --------------------------------
     q_hat : float, or dict {group: float} when calibrated with groups
     n : int (or dict of int per group)
+
+    ``calibrate`` also keeps a copy of its data in memory (never in the saved file), so that
+    :meth:`sweep` and :meth:`plot_tradeoff` can draw the trade-off without it being passed
+    again; a loaded calibrator takes the data as ``data=`` (checked against its hash).
     """
 
     def __init__(self, alpha: float = 0.1, a: float = 1.0, sentinel: float = -np.inf, *, on_too_few: str = "inf",
@@ -192,6 +197,7 @@ class ClaimConformal:
         self.q_hat: Any = None
         self.n: Any = None
         self.data_hash: str | None = None
+        self._data: tuple[np.ndarray, np.ndarray, np.ndarray, Any] | None = None  # what calibrate() saw
 
     # ------------------------------------------------------------------ fitting
     def calibrate(self, scores: Any, labels: Any, offsets: Any, groups: Any = None) -> "ClaimConformal":
@@ -214,6 +220,7 @@ class ClaimConformal:
                 self.q_hat[label] = conformal_quantile(rg, self.alpha, on_too_few=self.on_too_few, backend=self.backend)
                 self.n[label] = int(rg.shape[0])
         self.data_hash = _hash(s, ok, off, groups)
+        self._data = (s.copy(), ok.copy(), off.copy(), None if groups is None else list(groups))
         return self
 
     def _thresholds(self, n: int, groups: Any) -> np.ndarray:
@@ -260,6 +267,72 @@ class ClaimConformal:
             "supported_given_non_empty": float((fs & ne).sum() / ne.sum()) if ne.any() else float("nan"),
             "n": int(n),
         }
+
+    # ------------------------------------------------------------------ trade-off
+    def sweep(self, alphas: Any = None, *, n_splits: int = 100, calib_fraction: float = 0.5, seed: int = 0,
+              data: Any = None) -> Any:
+        """The trade-off around this calibration: :func:`rrag_kernels.ops.conformal_sweep` on
+        its calibration data, with its ``a``, ``sentinel`` and groups.
+
+        Parameters
+        ----------
+        alphas : float array, shape (A,), optional
+            Default: 0.05, 0.1, 0.2, 0.3, 0.4 and this calibrator's ``alpha``.
+        n_splits, calib_fraction, seed
+            As in ``conformal_sweep`` (random calibration/test splits of the data).
+        data : (scores, labels, offsets) or (scores, labels, offsets, groups), optional
+            The calibration data, needed after :meth:`load` (the file holds only its hash);
+            default: what :meth:`calibrate` saw.
+
+        Returns
+        -------
+        SweepResult (``meta["alpha"]`` is this calibrator's alpha)
+
+        Raises
+        ------
+        RuntimeError
+            Neither calibrated here nor given ``data``.
+        ValueError
+            ``data`` is not the data this calibrator was calibrated on (its hash differs); for
+            other data call ``conformal_sweep`` and ``plot_tradeoff`` on its result.
+        """
+        if self.q_hat is None:
+            raise RuntimeError("ClaimConformal: call calibrate() (or load()) first")
+        if data is None:
+            if self._data is None:
+                raise RuntimeError("data: this calibrator was loaded from a file, which holds only the hash of its "
+                                   "calibration data; pass data=(scores, labels, offsets[, groups])")
+            s, ok, off, groups = self._data
+        else:
+            if not isinstance(data, (tuple, list)) or len(data) not in (3, 4):
+                raise TypeError("data: expected (scores, labels, offsets) or (scores, labels, offsets, groups)")
+            s, ok, off = as_claims(*data[:3])
+            groups = list(data[3]) if len(data) == 4 and data[3] is not None else None
+            if (groups is None) != (not isinstance(self.q_hat, dict)):
+                raise ValueError("data: groups must be given exactly when the calibrator is group-conditional")
+            if _hash(s, ok, off, groups) != self.data_hash:
+                raise ValueError("data: not the data this calibrator was calibrated on (its hash differs; same "
+                                 "scores, tie-break noise, labels, offsets and groups?); for other data use "
+                                 "plot_tradeoff(conformal_sweep(...))")
+        if alphas is None:
+            alphas = sorted({0.05, 0.1, 0.2, 0.3, 0.4, self.alpha})
+        res = conformal_sweep(s, ok, off, alphas=alphas, n_splits=n_splits, calib_fraction=calib_fraction,
+                              seed=seed, a=self.a, sentinel=self.sentinel,
+                              groups=None if groups is None else np.asarray(groups), backend=self.backend)
+        res.meta["alpha"] = self.alpha
+        return res
+
+    def plot_tradeoff(self, path: str | Path | None = None, *, ax: Any = None, alphas: Any = None,
+                      n_splits: int = 100, calib_fraction: float = 0.5, seed: int = 0, data: Any = None,
+                      title: str | None = None) -> Any:
+        """Draw :meth:`sweep`'s trade-off (fully supported, claims retained, non-empty against
+        the target 1 - alpha) with this calibrator's alpha and q_hat marked; see
+        :func:`rrag_kernels.pipelines.conformal.plot_tradeoff`. Returns the matplotlib Figure."""
+        from .plot import plot_tradeoff
+
+        res = self.sweep(alphas, n_splits=n_splits, calib_fraction=calib_fraction, seed=seed, data=data)
+        return plot_tradeoff(res, path, ax=ax, title=title, mark_alpha=self.alpha,
+                             mark_label=None if isinstance(self.q_hat, dict) else f"q_hat {self.q_hat:.4g}")
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict:

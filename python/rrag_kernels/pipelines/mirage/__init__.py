@@ -7,7 +7,8 @@
 :mod:`.defense` holds the method (:class:`MirageDefense`, every constant a
 :class:`MirageParams` field; ``mode="paper"`` or ``"corroboration"``); :mod:`.corroboration`
 the rule that decides contradictions by independent support; :mod:`.eval` the clean / mixed /
-polluted harness and the gate tuning behind ``python -m rrag_kernels mirage-eval``.
+polluted harness and the gate tuning behind ``python -m rrag_kernels mirage-eval``; :mod:`.plot`
+the claim graph of one result (:func:`plot_claim_graph`, matplotlib imported only when called).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from .eval import (
     summarise,
     tune_gate,
 )
+from .plot import ClaimGraphSummary, plot_claim_graph
 
 __all__ = [
     "CHECKED_PROMPT",
@@ -65,6 +67,7 @@ __all__ = [
     "supporting_sources",
     "SCORE_KINDS",
     "Claim",
+    "ClaimGraphSummary",
     "GateThresholds",
     "MirageDefense",
     "MirageParams",
@@ -80,6 +83,7 @@ __all__ = [
     "multihop_as_mirage",
     "normalise_claim",
     "params_dict",
+    "plot_claim_graph",
     "run_regimes",
     "summarise",
     "top_passages",

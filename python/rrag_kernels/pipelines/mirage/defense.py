@@ -192,10 +192,42 @@ class MirageResult:
     removal_order: list[int] = field(default_factory=list)  # Claim.index, in removal order
     error: str | None = None
     fallback: str | None = None
+    # The claim graph the decision read: (Claim.index, Claim.index, kind) per edge, kind +1
+    # support / -1 contradiction (mode="corroboration": weak contradictions, w_contr <
+    # contr_min, are left out as they are of the decision); pairs in NLI order.
+    edges: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def kept_claims(self) -> list[Claim]:
         return [c for c in self.claims if c.kept]
+
+    def to_record(self, *, dropped: bool = False) -> dict[str, Any]:
+        """The result as the plain record ``rrag defend`` writes (without ``line`` / ``id``).
+
+        ``{"question", "gate_passed", "gate_reason", "fallback", "kept": [{"text", "source",
+        "score", "domain", "contradicted_by"?}], "dropped"?: [{"text", "source", "score",
+        "domain", "reason"}], "prompt", "stats"}`` (``dropped`` when asked for;
+        ``contradicted_by`` only on a kept claim that other kept claims contradict), or for a
+        failed item ``{"error", "gate_passed": False, "fallback", "prompt"}``.
+        """
+        if self.error is not None:  # the defense failed on the item: its fallback prompt still comes back
+            return {"error": self.error, "gate_passed": False, "fallback": self.fallback, "prompt": self.prompt}
+
+        def claim(c: Claim) -> dict[str, Any]:
+            out: dict[str, Any] = {"text": c.text, "source": c.source, "score": c.score, "domain": c.domain}
+            if not c.kept:
+                out["reason"] = c.reason
+            elif c.contradicted_by:
+                out["contradicted_by"] = list(c.contradicted_by)
+            return out
+
+        rec: dict[str, Any] = {"question": self.question, "gate_passed": self.gate_passed,
+                               "gate_reason": self.stats.get("gate_reason"), "fallback": self.fallback,
+                               "kept": [claim(c) for c in self.claims if c.kept]}
+        if dropped:
+            rec["dropped"] = [claim(c) for c in self.claims if not c.kept]
+        rec.update(prompt=self.prompt, stats=self.stats)
+        return rec
 
 
 # "Checked", never "verified": a kept set can still hold contradicted claims, and the
@@ -449,6 +481,8 @@ class MirageDefense:
             prompt=prompt,
             removal_order=[active[int(k)].index for k in np.asarray(order)],
             fallback=fallback,
+            edges=[(active[a].index, active[b].index, int(k)) for a, b, k in zip(ei.tolist(), ej.tolist(), kind.tolist())
+                   if k != 0],
         )
 
     def defend_batch(
