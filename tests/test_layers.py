@@ -12,10 +12,11 @@ package must obey:
    and its ``nli`` subpackage) only; neither imports ``reference`` or ``triton_ops``, and
    ``models`` never imports ``pipelines``.
 3. ``reference/`` imports nothing of the layers it checks.
-4. ``integrations/`` (the framework adapters, above the pipelines) imports the other layers
-   through their faces only: ``rrag_kernels.ops``, ``rrag_kernels.models`` (and ``.nli``) and
-   one method face per pipeline, ``rrag_kernels.pipelines.<method>`` (``from
-   rrag_kernels.pipelines import mirage`` reads the face too).
+4. ``integrations/`` (the framework adapters, above the pipelines) and ``distributed/`` (Ray)
+   import the other layers through their faces only: ``rrag_kernels.ops``,
+   ``rrag_kernels.models`` (and ``.nli``) and one method face per pipeline,
+   ``rrag_kernels.pipelines.<method>`` (``from rrag_kernels.pipelines import mirage`` reads
+   the face too).
 """
 
 from __future__ import annotations
@@ -139,9 +140,9 @@ def _violations(module: str) -> list[str]:
                 out.append(f"{where}: {layer}/ imports {target} through its face {sorted(FACES[target])} only")
             if target in ("reference", "triton_ops") or (layer == "models" and target == "pipelines"):
                 out.append(f"{where}: {layer}/ may not import {target}")
-        if layer == "integrations" and target not in ("integrations", "") and \
+        if layer in ("integrations", "distributed") and target not in (layer, "") and \
                 name not in FACES.get(target, set()) | PIPELINE_FACES | {f"{PACKAGE}.pipelines"}:
-            out.append(f"{where}: integrations/ imports the other layers through their faces only")
+            out.append(f"{where}: {layer}/ imports the other layers through their faces only")
         if layer == "reference" and name != PACKAGE and target not in ("reference",):
             out.append(f"{where}: reference/ imports nothing of the layers it checks")
     return out

@@ -86,29 +86,14 @@ def defense_from_args(args: argparse.Namespace) -> Any:
     return MirageDefense(nli=scorer, **over)
 
 
-def _claim(c: Any, dropped: bool) -> dict:
-    out = {"text": c.text, "source": c.source, "score": c.score, "domain": c.domain}
-    if dropped:
-        out["reason"] = c.reason
-    elif c.contradicted_by:
-        out["contradicted_by"] = list(c.contradicted_by)
-    return out
-
-
 def defend_record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:
-    """The output record of one defended item (the module docstring's shape); public because
-    the HTTP server (:mod:`rrag_kernels.serve`) answers ``POST /defend`` with the same records."""
-    if result.error is not None:  # the defense failed on the item: its fallback prompt still comes back
-        return {**error_record(line, row, result.error), "gate_passed": False, "fallback": result.fallback,
-                "prompt": result.prompt}
+    """The output record of one defended item (the module docstring's shape): ``line``, the
+    input's ``id`` and :meth:`MirageResult.to_record`; public because the HTTP server
+    (:mod:`rrag_kernels.serve`) answers ``POST /defend`` with the same records."""
     rec: dict[str, Any] = {"line": line}
     if row.get("id") is not None:
         rec["id"] = row["id"]
-    rec.update(question=result.question, gate_passed=result.gate_passed, gate_reason=result.stats.get("gate_reason"),
-               fallback=result.fallback, kept=[_claim(c, False) for c in result.claims if c.kept])
-    if with_dropped:
-        rec["dropped"] = [_claim(c, True) for c in result.claims if not c.kept]
-    rec.update(prompt=result.prompt, stats=result.stats)
+    rec.update(result.to_record(dropped=with_dropped))
     return rec
 
 
