@@ -198,9 +198,51 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _filter(args: argparse.Namespace) -> int:
+def filter_records(cc: Any, responses: list[dict]) -> list[dict]:
+    """The output records of ``rrag conformal filter`` (the module docstring's shape), one per
+    response, in order; public because the HTTP server answers ``POST /filter`` with them.
+
+    Parameters
+    ----------
+    cc : ClaimConformal, calibrated
+    responses : list of dict
+        ``{"line": int, "id": any or None, "prompt": str, "group": any or None, "texts": list
+        of str, "scores": list of float}`` (one score per claim text). With a grouped
+        calibration a response whose ``group`` it does not have is an error record.
+    """
     import numpy as np
 
+    grouped = isinstance(cc.q_hat, dict)
+    records: list[dict | None] = [None] * len(responses)
+    good: list[int] = []
+    for k, resp in enumerate(responses):
+        if grouped and (resp.get("group") is None or str(resp["group"]) not in cc.q_hat):
+            records[k] = error_record(resp["line"], resp, f"'group' {resp.get('group')!r} is not a group of the "
+                                                          f"calibration ({', '.join(cc.q_hat)})")
+        else:
+            good.append(k)
+    if good:
+        sizes = [len(responses[k]["scores"]) for k in good]
+        scores = np.array([x for k in good for x in responses[k]["scores"]], dtype=np.float64)
+        offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        groups = [str(responses[k]["group"]) for k in good] if grouped else None
+        keep = cc.filter(scores, offsets, groups)
+        for j, k in enumerate(good):
+            resp = responses[k]
+            mask = keep[offsets[j]:offsets[j + 1]]
+            claims = [{"text": t, "score": float(x), "kept": bool(m)}
+                      for t, x, m in zip(resp["texts"], resp["scores"], mask)]
+            rec: dict[str, Any] = {"line": resp["line"]}
+            if resp.get("id") is not None:
+                rec["id"] = resp["id"]
+            rec.update(prompt=resp["prompt"], q_hat=cc.q_hat[groups[j]] if grouped else cc.q_hat,
+                       n_claims=len(claims), n_kept=int(mask.sum()), claims=claims,
+                       kept=[c["text"] for c in claims if c["kept"]])
+            records[k] = rec
+    return records  # type: ignore[return-value]
+
+
+def _filter(args: argparse.Namespace) -> int:
     from ..pipelines.conformal import ClaimConformal
 
     check_distinct([args.calibration, args.input], args.output)
@@ -211,33 +253,21 @@ def _filter(args: argparse.Namespace) -> int:
     key = f"{args.score or cc.score_name}-score"
     grouped = isinstance(cc.q_hat, dict)
     rows = _responses(args.input, "input")
-    good: list[tuple[int, dict]] = []
     records: list[dict | None] = [None] * len(rows)
+    good: list[int] = []
+    scored: list[dict] = []
     for k, (n, resp, why) in enumerate(rows):
         why = why or _claim_error(resp.get("claims"), key, labelled=False)
-        if not why and grouped and str(resp.get("group")) not in cc.q_hat:
-            why = f"'group' {resp.get('group')!r} is not a group of the calibration ({', '.join(cc.q_hat)})"
         if why:
             records[k] = error_record(n, resp, why)
         else:
-            good.append((k, _normalised(resp, key)))
-    if good:
-        sizes = [len(r["claims"]) for _, r in good]
-        scores = np.array([float(c[key]) for _, r in good for c in r["claims"]], dtype=np.float64)
-        offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-        groups = [str(r.get("group")) for _, r in good] if grouped else None
-        keep = cc.filter(scores, offsets, groups)
-        for j, (k, resp) in enumerate(good):
-            mask = keep[offsets[j]:offsets[j + 1]]
-            claims = [{"text": c["subclaim"], "score": float(c[key]), "kept": bool(m)}
-                      for c, m in zip(resp["claims"], mask)]
-            rec: dict[str, Any] = {"line": rows[k][0]}
-            if resp.get("id") is not None:
-                rec["id"] = resp["id"]
-            rec.update(prompt=resp["prompt"], q_hat=cc.q_hat[groups[j]] if grouped else cc.q_hat,
-                       n_claims=len(claims), n_kept=int(mask.sum()), claims=claims,
-                       kept=[c["text"] for c in claims if c["kept"]])
-            records[k] = rec
+            resp = _normalised(resp, key)
+            good.append(k)
+            scored.append({"line": n, "id": resp.get("id"), "prompt": resp["prompt"], "group": resp.get("group"),
+                           "texts": [c["subclaim"] for c in resp["claims"]],
+                           "scores": [float(c[key]) for c in resp["claims"]]})
+    for k, rec in zip(good, filter_records(cc, scored)):
+        records[k] = rec
     with JsonlWriter(args.output) as out:
         for rec in records:
             out.write(rec)

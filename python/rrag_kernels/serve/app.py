@@ -80,10 +80,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("rrag_kernels.serve needs FastAPI and uvicorn: pip install 'rrag_kernels[serve]'") from exc
 
-import numpy as np
-
 from .. import __version__
-from ..cli.common import error_record, jsonable
+from ..cli.common import jsonable
+from ..cli.conformal import filter_records
 from ..cli.defend import defend_record
 from ..pipelines.conformal import ClaimConformal
 from ..pipelines.mirage import MirageDefense, params_dict
@@ -164,33 +163,10 @@ def _defend_payload(defense: MirageDefense, rows: list[dict], dropped: bool) -> 
 
 
 def _filter_payload(cc: ClaimConformal, responses: list[ScoredResponse]) -> bytes:
-    grouped = isinstance(cc.q_hat, dict)
-    records: list[dict | None] = [None] * len(responses)
-    good: list[int] = []
-    for k, resp in enumerate(responses):
-        if grouped and (resp.group is None or str(resp.group) not in cc.q_hat):
-            records[k] = error_record(k + 1, {"id": resp.id}, f"'group' {resp.group!r} is not a group of the "
-                                                               f"calibration ({', '.join(cc.q_hat)})")
-        else:
-            good.append(k)
-    if good:
-        sizes = [len(responses[k].claims) for k in good]
-        scores = np.array([c.score for k in good for c in responses[k].claims], dtype=np.float64)
-        offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-        groups = [str(responses[k].group) for k in good] if grouped else None
-        keep = cc.filter(scores, offsets, groups)
-        for j, k in enumerate(good):
-            resp = responses[k]
-            mask = keep[offsets[j]:offsets[j + 1]]
-            claims = [{"text": c.text, "score": c.score, "kept": bool(m)} for c, m in zip(resp.claims, mask)]
-            rec: dict[str, Any] = {"line": k + 1}
-            if resp.id is not None:
-                rec["id"] = resp.id
-            rec.update(prompt=resp.prompt, q_hat=cc.q_hat[groups[j]] if grouped else cc.q_hat,
-                       n_claims=len(claims), n_kept=int(mask.sum()), claims=claims,
-                       kept=[c["text"] for c in claims if c["kept"]])
-            records[k] = rec
-    summary = _summary(records)  # type: ignore[arg-type]
+    records = filter_records(cc, [{"line": k + 1, "id": r.id, "prompt": r.prompt, "group": r.group,
+                                   "texts": [c.text for c in r.claims], "scores": [c.score for c in r.claims]}
+                                  for k, r in enumerate(responses)])
+    summary = _summary(records)
     summary.update(alpha=cc.alpha, q_hat=cc.q_hat)
     return _encode({"results": records, "summary": summary})
 
