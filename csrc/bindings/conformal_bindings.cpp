@@ -98,11 +98,13 @@ py::tuple split_key_bits_py(uint64_t base, const py::object& perm, int64_t count
   const int64_t* p = nullptr;
   py::array perm_arr;
   if (!perm.is_none()) {
-    perm_arr = py::array::ensure(perm);
+    if (!py::isinstance<py::array>(perm)) throw py::type_error("perm: expected an int64 numpy array or None");
+    perm_arr = py::reinterpret_borrow<py::array>(perm);
     check_vec<int64_t>(perm_arr, "perm", count);
     p = data_of<int64_t>(perm_arr);
   }
-  const py::ssize_t words = (count + 63) / 64;
+  const py::ssize_t words = count / 64 + (count % 64 != 0);
+  check_budget(bytes_for({words}, 2 * sizeof(uint64_t)), "count", "the (below, window) bit words");
   py::array_t<uint64_t> below(words), window(words);
   primitives().split_key_bits(base, p, count, lo, span, below.mutable_data(), window.mutable_data());
   return py::make_tuple(below, window);

@@ -54,6 +54,8 @@ py::array_t<float> claim_relevance_py(const py::array& query_emb, const py::arra
   const float* sim = nullptr;
   py::array sim_arr;
   if (!query_doc_sim.is_none()) {
+    if (!py::isinstance<py::array>(query_doc_sim))
+      throw py::type_error("query_doc_sim: expected a float32 numpy array or None");
     sim_arr = py::reinterpret_borrow<py::array>(query_doc_sim);
     check_vector<float>(sim_arr, "query_doc_sim", n_d);
     sim = data_of<float>(sim_arr);

@@ -34,6 +34,11 @@ struct Outputs {
 Outputs allocate_outputs(int64_t n_chains, int64_t k) {
   check_triple_k(k);
   check_budget(bytes_for({n_chains, k}, sizeof(float) + sizeof(int64_t)), "k", "the (len(query_emb), k) outputs");
+  // As in Python: with no chains the (0, k) outputs fit any budget, but their strides
+  // (k * itemsize, computed by pybind11 in ssize_t) must not overflow.
+  if (k > (int64_t(1) << 59))
+    throw std::invalid_argument("k: must be <= 2**59 (the (len(query_emb), k) outputs are arrays), got " +
+                                std::to_string(k));
   return {py::array_t<float>({n_chains, k}), py::array_t<int64_t>({n_chains, k})};
 }
 

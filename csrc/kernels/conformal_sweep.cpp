@@ -182,7 +182,7 @@ class CalibrationSelector {
   // The key below which a share `fraction` of uniform keys falls, clamped to the key range.
   static uint64_t key_at(double fraction) {
     const double two64 = 18446744073709551616.0;
-    if (fraction <= 0.0) return 0;
+    if (!(fraction > 0.0)) return 0;  // NaN too (a NaN width from _set_sweep_tuning)
     const double x = fraction * two64;
     return x >= two64 ? kU64Max : static_cast<uint64_t>(x);
   }

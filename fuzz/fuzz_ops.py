@@ -1,0 +1,254 @@
+"""Coverage-guided fuzzing (atheris / libFuzzer) of every compiled entry point and public op.
+
+    python fuzz/fuzz_ops.py [--target NAME|all] [--runs N] [--max-len L] [--seed S] [--timeout T]
+                            [--keep-going N] [--no-save] [--list] [CORPUS_DIR ...] [-- LIBFUZZER_ARGS ...]
+    python fuzz/fuzz_ops.py --replay TARGET FILE [FILE ...]    # what a file decodes to, and its outcome
+
+Each target (``--list``) decodes the fuzzer's bytes into the arguments of one entry point
+(``fuzz/decode.py``), calls ``_core.<entry point>`` directly and the public op in
+``rrag_kernels.ops``, and checks the contract (``fuzz/oracle.py``): only ValueError /
+TypeError naming the argument, the same bits at any thread count, agreement with the float64
+reference. A crash, abort, hang (``--timeout``) or broken contract stops that target; its
+reproducer is written to ``fuzz/corpus/<target>/crash-<sha1>`` (so the suite, which replays
+the corpus in ``tests/test_fuzz_corpus.py``, fails until it is fixed) and the run goes on to
+the next target. New inputs that add coverage are merged into ``fuzz/corpus/<target>/``
+(libFuzzer ``-merge=1``: only files that add a feature the corpus lacks), unless ``--no-save``.
+
+Coverage: atheris instruments Python bytecode (the decoder, the oracle and the validation layer
+in ``rrag_kernels.ops``); libFuzzer's native coverage of the C++ code would need the extension
+built with clang's ``-fsanitize=fuzzer-no-link``, and this project builds with gcc, so the
+native code is exercised (directly and through the ops) but does not steer the search. Run
+the fuzzer on the ASan + UBSan build to catch memory errors that do not crash:
+``tools/sanitize.sh asan --run python fuzz/fuzz_ops.py --runs 2000``.
+
+Each target runs in its own process (``--worker``); the memory budget is set to 64 MiB there
+so that size arguments that slip through fail the budget check instead of allocating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+BUDGET = 64 << 20
+REPRODUCERS = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
+
+sys.path.insert(0, HERE)
+
+
+def _worker(target: str, argv: list[str]) -> None:
+    import atheris
+
+    # Instrument the pure-Python layers (coverage feedback); the compiled _core is native.
+    with atheris.instrument_imports(include=["rrag_kernels", "decode", "oracle"],
+                                    exclude=["rrag_kernels._config"]):
+        import decode
+        import oracle
+
+        import rrag_kernels.ops as ops
+        import rrag_kernels.reference  # noqa: F401  (instrumented too)
+    from rrag_kernels import _core
+
+    if target not in decode.TARGETS:
+        raise SystemExit(f"unknown target {target!r}; one of {sorted(decode.TARGETS)}")
+    _core.set_memory_budget(BUDGET)
+
+    def one_input(data: bytes) -> None:
+        oracle.check(decode.decode(target, data), _core, ops)
+
+    # libFuzzer re-runs argv[0] for -merge / -fork: make it this script under this Python.
+    me = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(__file__))} --worker {shlex.quote(target)}"
+    atheris.Setup([me] + argv, one_input)
+    atheris.Fuzz()
+
+
+def _replay(target: str, paths: list[str]) -> int:
+    """Decode and run each file without atheris (faulthandler on: a crash prints the Python stack)."""
+    import faulthandler
+    import warnings
+
+    import decode
+    import oracle
+
+    import rrag_kernels.ops as ops
+    from rrag_kernels import _core
+
+    faulthandler.enable()
+    _core.set_memory_budget(BUDGET)
+    failed = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            case = decode.decode(target, data)
+        print(f"{path}: {case.describe()}", flush=True)
+        try:
+            print(f"  -> {oracle.check(case, _core, ops)}", flush=True)
+        except oracle.Finding as exc:
+            failed += 1
+            print(f"  -> FINDING: {exc}", flush=True)
+    return 1 if failed else 0
+
+
+def _targets() -> list[str]:
+    import decode
+
+    return sorted(decode.TARGETS)
+
+
+_STAT = re.compile(r"stat::number_of_executed_units:\s*(\d+)")
+_DONE = re.compile(r"Done (\d+) runs in (\d+) second")
+_ARTIFACT = re.compile(r"(?:Test unit written to|artifact_prefix.*?; Test unit written to) (\S+)")
+
+
+def _finding_text(out: str) -> str:
+    """What went wrong, in a few lines: the sanitizer's report line and the first frames in
+    csrc/, the oracle's Finding, or the output's tail."""
+    lines = out.splitlines()
+    for k, ln in enumerate(lines):
+        if re.search(r"runtime error:|ERROR: AddressSanitizer|WARNING: ThreadSanitizer|ERROR: LeakSanitizer", ln):
+            ours = [f for f in lines[k + 1:k + 80] if "/csrc/" in f][:4]
+            return "\n".join([ln] + ours)
+    m = re.search(r"(=== Uncaught Python exception: ===.*?)(?:\n\S*MS:|\nINFO: |\Z)", out, re.S)
+    if m:
+        return m.group(1).strip()
+    return "\n".join([ln for ln in lines if ln.strip()][-25:])
+
+
+def _run_target(target: str, args, extra_dirs: list[str], libfuzzer: list[str], log) -> dict:
+    corpus = os.path.join(CORPUS, target)
+    os.makedirs(corpus, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f"rrag_fuzz_{target}_")
+    findings = tempfile.mkdtemp(prefix=f"rrag_fuzz_findings_{target}_")
+    me = [sys.executable, os.path.abspath(__file__), "--worker", target]
+    n_exec, left, attempt, texts, returncode = 0, args.runs, 0, [], 0
+    start = time.monotonic()
+    # After a finding libFuzzer stops; --keep-going N restarts it (same working corpus, the
+    # remaining runs) up to N times, so one run can report several bugs.
+    while left > 0 and attempt <= args.keep_going:
+        cmd = [*me, f"-runs={left}", f"-max_len={args.max_len}", f"-timeout={args.timeout}", "-rss_limit_mb=4096",
+               "-print_final_stats=1", f"-artifact_prefix={findings}/",
+               *([f"-seed={args.seed + attempt}"] if args.seed is not None else []), *libfuzzer, work, corpus,
+               *extra_dirs]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        log.write(f"===== {target} (attempt {attempt}): {' '.join(shlex.quote(c) for c in cmd)}\n{proc.stdout}\n")
+        log.flush()
+        execs = [int(m) for m in _STAT.findall(proc.stdout)]
+        done = _DONE.findall(proc.stdout)
+        ran = execs[-1] if execs else (int(done[-1][0]) if done else 0)
+        n_exec += ran
+        left -= max(ran, 1)
+        attempt += 1
+        if proc.returncode == 0:
+            break
+        returncode = proc.returncode
+        texts.append(_finding_text(proc.stdout))
+    elapsed = time.monotonic() - start
+    crashes = []
+    for name in sorted(os.listdir(findings)):
+        path = os.path.join(findings, name)
+        with open(path, "rb") as f:
+            data = f.read()
+        kind = name.split("-", 1)[0]  # crash | timeout | oom | leak | slow-unit
+        keep = os.path.join(corpus, f"{kind}-{hashlib.sha1(data).hexdigest()[:16]}")
+        if args.save and not os.path.exists(keep):
+            shutil.copyfile(path, keep)
+        crashes.append((kind, keep if args.save else path))
+    size = None
+    if args.save:
+        # The corpus is kept minimal: a greedy set cover (edges only, no hit counts) of the old
+        # corpus and everything this run added; the bugs' reproducers are kept apart, always.
+        old = tempfile.mkdtemp(prefix=f"rrag_fuzz_old_{target}_")
+        merged = tempfile.mkdtemp(prefix=f"rrag_fuzz_merged_{target}_")
+        coverage_files = [n for n in os.listdir(corpus) if not n.startswith(REPRODUCERS)]
+        for n in coverage_files:
+            shutil.copyfile(os.path.join(corpus, n), os.path.join(old, n))
+        merge = [*me, "-set_cover_merge=1", "-use_counters=0", f"-max_len={args.max_len}",
+                 f"-timeout={args.timeout}", "-rss_limit_mb=4096", f"-artifact_prefix={findings}/", merged, old, work]
+        m = subprocess.run(merge, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        log.write(f"----- merge {target}\n{m.stdout}\n")
+        if m.returncode == 0 and os.listdir(merged):
+            for n in coverage_files:
+                os.remove(os.path.join(corpus, n))
+            for n in os.listdir(merged):
+                shutil.copyfile(os.path.join(merged, n), os.path.join(corpus, n))
+        size = (len(coverage_files), len([n for n in os.listdir(corpus) if not n.startswith(REPRODUCERS)]))
+        shutil.rmtree(findings, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(merged, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return {"target": target, "executions": n_exec, "seconds": elapsed, "corpus": size, "returncode": returncode,
+            "crashes": crashes, "findings": texts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        _worker(argv[1], argv[2:])
+        return 0
+    if argv[:1] == ["--replay"]:
+        if len(argv) < 3:
+            raise SystemExit("usage: fuzz_ops.py --replay TARGET FILE [FILE ...]")
+        return _replay(argv[1], argv[2:])
+    libfuzzer: list[str] = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, libfuzzer = argv[:k], argv[k + 1:]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="all", help="one target (see --list) or 'all' (default)")
+    ap.add_argument("--runs", type=int, default=5000, help="executions per target (default 5000)")
+    ap.add_argument("--max-len", type=int, default=2048, help="largest input in bytes (default 2048)")
+    ap.add_argument("--seed", type=int, default=None, help="libFuzzer seed (default: random)")
+    ap.add_argument("--timeout", type=int, default=30, help="seconds one input may take (a hang, default 30)")
+    ap.add_argument("--keep-going", type=int, default=0, metavar="N",
+                    help="after a finding, restart the target up to N times with the runs left (default 0)")
+    ap.add_argument("--no-save", dest="save", action="store_false",
+                    help="leave fuzz/corpus alone (reproducers stay in a temporary folder)")
+    ap.add_argument("--log", default=None, help="libFuzzer output goes here (default: a temporary file)")
+    ap.add_argument("--list", action="store_true", help="print the targets and exit")
+    ap.add_argument("corpus", nargs="*", help="extra corpus folders to read (never written)")
+    args = ap.parse_args(argv)
+    targets = _targets()
+    if args.list:
+        print("\n".join(targets))
+        return 0
+    chosen = targets if args.target == "all" else [args.target]
+    for t in chosen:
+        if t not in targets:
+            ap.error(f"--target: unknown target {t!r}; one of {', '.join(targets)}")
+    log_path = args.log or tempfile.mkstemp(prefix="rrag_fuzz_", suffix=".log")[1]
+    rows = []
+    total_start = time.monotonic()
+    with open(log_path, "w") as log:
+        for t in chosen:
+            row = _run_target(t, args, args.corpus, libfuzzer, log)
+            rows.append(row)
+            status = "ok" if not row["crashes"] and row["returncode"] == 0 else "FINDING"
+            corpus = "" if row["corpus"] is None else f"corpus {row['corpus'][0]} -> {row['corpus'][1]} files  "
+            print(f"{t:30s} {row['executions']:9d} execs {row['seconds']:7.1f} s  {corpus}{status}", flush=True)
+            if status != "ok":
+                for kind, path in row["crashes"]:
+                    print(f"    {kind}: {os.path.relpath(path)}")
+                for text in row["findings"]:
+                    print("    " + text.replace("\n", "\n    "))
+    total = sum(r["executions"] for r in rows)
+    n_find = sum(1 for r in rows if r["crashes"] or r["returncode"] != 0)
+    print(f"{'total':30s} {total:9d} execs {time.monotonic() - total_start:7.1f} s  {n_find} target(s) with "
+          f"findings; libFuzzer log: {log_path}")
+    return 1 if n_find else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
