@@ -201,7 +201,10 @@ def test_conformal_scores_and_q_hat_equal_single_process(ray_local):
     single = make_rag(docs).score_batch(rows, progress=False)
     for g, s in zip(got, single):
         assert g["error"] is None and g["claims"] == [c.text for c in s.claims]
-        assert g["scores"] == [c.score for c in s.claims]               # exact: the same fused kernel
+        # The same fused kernel, but on another process of another thread environment (Ray sets
+        # OMP_NUM_THREADS=1 for a 1-CPU actor): equal within float32 rounding; on a clean CI
+        # machine they differed by one ulp (1.5e-8), here they are bitwise equal.
+        np.testing.assert_allclose(g["scores"], [c.score for c in s.claims], rtol=1e-6, atol=1e-7)
     # q-hat on the driver from the collected scores: an error row is refused, then it is left out
     with pytest.raises(ValueError, match="failed upstream"):
         calibrate_from_dataset(scored, alpha=0.2)
@@ -210,12 +213,16 @@ def test_conformal_scores_and_q_hat_equal_single_process(ray_local):
     labels = np.array([x for r in rows for x in r["labels"]], dtype=bool)
     offsets = np.r_[0, np.cumsum([len(r["claims"]) for r in rows])].astype(np.int64)
     ref = ClaimConformal(alpha=0.2).calibrate(flat, labels, offsets)
-    assert cal.q_hat == ref.q_hat and cal.n == ref.n == len(rows) and cal.data_hash == ref.data_hash
+    assert cal.n == ref.n == len(rows) and abs(cal.q_hat - ref.q_hat) <= 1e-6
+    # exact: the driver's q-hat is ClaimConformal's on the collected scores, in id order
+    collected = np.concatenate([np.asarray(g["scores"], dtype=np.float64) for g in got[:-1]])
+    exact = ClaimConformal(alpha=0.2).calibrate(collected, labels, offsets)
+    assert cal.q_hat == exact.q_hat and cal.data_hash == exact.data_hash
     # ... and the filter with it
     filtered = collect_by_id(conformal_filter_dataset(scored, cal))
-    keep = ref.filter(flat, offsets)
+    keep = exact.filter(collected, offsets)
     for n, f in enumerate(filtered[:-1]):
-        assert f["kept"] == keep[offsets[n]:offsets[n + 1]].tolist() and f["q_hat"] == ref.q_hat
+        assert f["kept"] == keep[offsets[n]:offsets[n + 1]].tolist() and f["q_hat"] == exact.q_hat
         assert f["kept_claims"] == [c for c, k in zip(f["claims"], f["kept"]) if k] and f["n_kept"] == sum(f["kept"])
     assert filtered[-1]["kept"] is None and filtered[-1]["error"].startswith("ValueError: claims:")
 
@@ -263,8 +270,10 @@ def test_reliablerag_dataset_equals_answer_batch(ray_local):
         assert g["error"] is None and w.error is None
         assert (g["answer"], g["context"], g["context_passages"], g["context_kind"]) == \
             (w.answer, w.context, w.context_passages, w.context_kind)
-        assert g["chains"] == [{"triples": [w.triples[t].text for t in c.triples], "score": c.score,
-                                "finished": c.finished} for c in w.chains]
+        # chains exact; their scores within float32 rounding (see the conformal test)
+        assert [(c["triples"], c["finished"]) for c in g["chains"]] == \
+            [([w.triples[t].text for t in c.triples], c.finished) for c in w.chains]
+        np.testing.assert_allclose([c["score"] for c in g["chains"]], [c.score for c in w.chains], rtol=1e-6)
         assert g["credibility"] == w.credibility.tolist()
         assert (g["llm_calls"], g["prompt_tokens"], g["completion_tokens"]) == \
             (w.llm_calls, w.prompt_tokens, w.completion_tokens)
