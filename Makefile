@@ -45,8 +45,8 @@ test: install-test
 	$(PY) -m pytest -q
 
 # Hardening (fuzz/README.md): a fixed-budget fuzz of every entry point (FUZZ_RUNS per target,
-# ~3-5 min; new inputs land in fuzz/corpus/), and the kernel tests on sanitizer builds made in
-# /tmp (tools/sanitize.sh; the package in .venv is not touched by these).
+# ~2-3 min; new coverage is merged into fuzz/corpus/), and the kernel tests on sanitizer
+# builds made in /tmp (tools/sanitize.sh asan|ubsan|tsan; never in the tree or the venv).
 FUZZ_RUNS ?= 5000
 fuzz: $(STAMP)-venv
 	$(PIP) install --quiet ".[fuzz]"

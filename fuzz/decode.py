@@ -221,7 +221,7 @@ _DTYPES = (np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.u
            np.complex64, object, "U2", "datetime64[s]", np.longdouble)
 
 
-def present(r: Reader, arr: np.ndarray, optional: bool = False) -> Any:
+def present(r: Reader, arr: np.ndarray) -> Any:
     """The array as given (mostly), or in an odd layout, dtype or type."""
     if not r.rare(0xE8):
         return arr

@@ -1,7 +1,8 @@
 """Coverage-guided fuzzing (atheris / libFuzzer) of every compiled entry point and public op.
 
     python fuzz/fuzz_ops.py [--target NAME|all] [--runs N] [--max-len L] [--seed S] [--timeout T]
-                            [--keep-going N] [--no-save] [--list] [CORPUS_DIR ...] [-- LIBFUZZER_ARGS ...]
+                            [--keep-going N] [--minimize] [--no-save] [--list] [CORPUS_DIR ...]
+                            [-- LIBFUZZER_ARGS ...]
     python fuzz/fuzz_ops.py --replay TARGET FILE [FILE ...]    # what a file decodes to, and its outcome
 
 Each target (``--list``) decodes the fuzzer's bytes into the arguments of one entry point
@@ -11,8 +12,10 @@ TypeError naming the argument, the same bits at any thread count, agreement with
 reference. A crash, abort, hang (``--timeout``) or broken contract stops that target; its
 reproducer is written to ``fuzz/corpus/<target>/crash-<sha1>`` (so the suite, which replays
 the corpus in ``tests/test_fuzz_corpus.py``, fails until it is fixed) and the run goes on to
-the next target. New inputs that add coverage are merged into ``fuzz/corpus/<target>/``
-(libFuzzer ``-merge=1``: only files that add a feature the corpus lacks), unless ``--no-save``.
+the next target. New inputs that reach an edge the corpus does not are added to
+``fuzz/corpus/<target>/`` (libFuzzer ``-merge=1 -use_counters=0``; existing files stay, so a
+run adds a few files at most), unless ``--no-save``; ``--minimize`` rewrites the corpus as a
+greedy set cover instead.
 
 Coverage: atheris instruments Python bytecode (the decoder, the oracle and the validation layer
 in ``rrag_kernels.ops``); libFuzzer's native coverage of the C++ code would need the extension
@@ -167,26 +170,35 @@ def _run_target(target: str, args, extra_dirs: list[str], libfuzzer: list[str], 
         crashes.append((kind, keep if args.save else path))
     size = None
     if args.save:
-        # The corpus is kept minimal: a greedy set cover (edges only, no hit counts) of the old
-        # corpus and everything this run added; the bugs' reproducers are kept apart, always.
-        old = tempfile.mkdtemp(prefix=f"rrag_fuzz_old_{target}_")
-        merged = tempfile.mkdtemp(prefix=f"rrag_fuzz_merged_{target}_")
         coverage_files = [n for n in os.listdir(corpus) if not n.startswith(REPRODUCERS)]
-        for n in coverage_files:
-            shutil.copyfile(os.path.join(corpus, n), os.path.join(old, n))
-        merge = [*me, "-set_cover_merge=1", "-use_counters=0", f"-max_len={args.max_len}",
-                 f"-timeout={args.timeout}", "-rss_limit_mb=4096", f"-artifact_prefix={findings}/", merged, old, work]
+        merged = tempfile.mkdtemp(prefix=f"rrag_fuzz_merged_{target}_")
+        common = ["-use_counters=0", f"-max_len={args.max_len}", f"-timeout={args.timeout}", "-rss_limit_mb=4096",
+                  f"-artifact_prefix={findings}/"]
+        if args.minimize:
+            # Rewrite the corpus as a greedy set cover (edges only) of the old one and this run's.
+            old = tempfile.mkdtemp(prefix=f"rrag_fuzz_old_{target}_")
+            for n in coverage_files:
+                shutil.copyfile(os.path.join(corpus, n), os.path.join(old, n))
+            merge = [*me, "-set_cover_merge=1", *common, merged, old, work]
+        else:
+            # Add only the inputs that reach an edge the corpus does not (existing files stay).
+            for n in coverage_files:
+                shutil.copyfile(os.path.join(corpus, n), os.path.join(merged, n))
+            merge = [*me, "-merge=1", *common, merged, work]
         m = subprocess.run(merge, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
         log.write(f"----- merge {target}\n{m.stdout}\n")
         if m.returncode == 0 and os.listdir(merged):
+            keep = set(os.listdir(merged))
             for n in coverage_files:
-                os.remove(os.path.join(corpus, n))
-            for n in os.listdir(merged):
+                if n not in keep:
+                    os.remove(os.path.join(corpus, n))
+            for n in keep - set(coverage_files):
                 shutil.copyfile(os.path.join(merged, n), os.path.join(corpus, n))
         size = (len(coverage_files), len([n for n in os.listdir(corpus) if not n.startswith(REPRODUCERS)]))
         shutil.rmtree(findings, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(merged, ignore_errors=True)
+        if args.minimize:
+            shutil.rmtree(old, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
     return {"target": target, "executions": n_exec, "seconds": elapsed, "corpus": size, "returncode": returncode,
             "crashes": crashes, "findings": texts}
@@ -214,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=int, default=30, help="seconds one input may take (a hang, default 30)")
     ap.add_argument("--keep-going", type=int, default=0, metavar="N",
                     help="after a finding, restart the target up to N times with the runs left (default 0)")
+    ap.add_argument("--minimize", action="store_true",
+                    help="rewrite each target's corpus as a minimal set cover (default: only add new coverage)")
     ap.add_argument("--no-save", dest="save", action="store_false",
                     help="leave fuzz/corpus alone (reproducers stay in a temporary folder)")
     ap.add_argument("--log", default=None, help="libFuzzer output goes here (default: a temporary file)")
@@ -228,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     for t in chosen:
         if t not in targets:
             ap.error(f"--target: unknown target {t!r}; one of {', '.join(targets)}")
+    try:
+        import atheris  # noqa: F401  (the workers need it; say so once, here)
+    except ImportError:
+        ap.error("atheris is not installed: pip install 'rrag_kernels[fuzz]' (or atheris>=2.3)")
     log_path = args.log or tempfile.mkstemp(prefix="rrag_fuzz_", suffix=".log")[1]
     rows = []
     total_start = time.monotonic()
