@@ -181,7 +181,8 @@ class GpuCheck:
                ("ragged, query_doc_sim given, d=384", "ragged", "ragged", 384, {"sim": True}),
                ("one huge segment, d=1024", "huge", "huge", 1024, {})]
         topk = [(1, 1, 1, 1, ""), (5, 7, 7, 3, ""), (33, 1000, 10, 383, ""), (64, 4097, 1, 384, ""),
-                (100, 5000, 100, 1024, ""), (17, 3000, 300, 384, "k above the in-register limit"),
+                (100, 5000, 100, 1024, ""), (70, 3001, 256, 384, "largest in-register list"),
+                (17, 3000, 300, 384, "k above the in-register limit"),
                 (20, 128, 40, 64, "ties"), (4, 50, 5, 16, "zero rows")]
         # (form, B or counts, T or chains per question, d, k, extra)
         rel = [("single", 1, 1, 1, 1, ""), ("single", 0, 5, 3, 2, ""), ("single", 3, 0, 4, 2, ""),
@@ -415,6 +416,7 @@ class GpuCheck:
         print("== checks: backend='triton' against the float64 reference "
               "(tol = max(4 x torch-float32 error, 1e-5))")
         results: list[CheckResult] = []
+        explained: set[str] = set()
         for kernel, items in self.edge_cases().items():
             if kernel not in self.kernels:
                 continue
@@ -425,6 +427,9 @@ class GpuCheck:
                 except Exception as exc:  # a crash is a failed check, reported, not fatal
                     res = CheckResult(kernel, label, False, float("nan"), float("nan"),
                                       self.harness._short_error(exc))
+                    if kernel not in explained:  # the whole message once per kernel (a compile
+                        explained.add(kernel)    # error's cause is at its end)
+                        print(f"   {kernel}: {type(exc).__name__}: {str(exc)[-2000:]}")
                 self.sync()
                 status = "ok  " if res.ok else "FAIL"
                 print(f"   {status} {kernel:<17} {label:<44} err {res.err:.2e} tol {res.tol:.2e} "
@@ -457,19 +462,7 @@ class GpuCheck:
 
     def cuda_time(self, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> list[float]:
         """Milliseconds per call, each call bracketed by CUDA events."""
-        torch = self.torch
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end))
-        return out
+        return self.harness.cuda_event_ms(self.torch, fn, repeats, warmup)
 
     def timer(self, providers: Sequence[Any], plan: Any, first_call_s: dict | None) -> dict:
         """harness-compatible timer: CUDA events on a GPU, wall clock in the dry run."""

@@ -417,6 +417,23 @@ def measure_machine(threads: int, *, quick: bool = False) -> MachineRates:
 # --------------------------------------------------------------------------------------
 
 
+def cuda_event_ms(torch: Any, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> list[float]:
+    """Milliseconds per call of ``fn`` on the current CUDA device, each call bracketed by CUDA
+    events (after ``warmup`` untimed calls)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end))
+    return out
+
+
 def _call_once_s(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter_ns()
     fn()

@@ -32,11 +32,13 @@ from .segmented_cosine import segment_owners, segmented_cosine_with_norms
 
 __all__ = ["claim_relevance"]
 
+# Tile constants measured on an H200 (benchmarks/gpu_tune.py, results/gpu_tune.csv): the
+# fastest of the grid there at issue 2's size. BLOCK_K >= 16: Triton <= 3.6 refuses a float32
+# tl.dot with K < 16 (tools/triton_compile_check.py --strict-dot checks it without a GPU).
 BLOCK_C = 16
 BLOCK_DOC = 32
-# Short BLOCK_K: the ieee float32 dot holds a BLOCK_K slice of both operands in registers.
-BLOCK_K = 8
-NUM_WARPS = 4
+BLOCK_K = 32
+NUM_WARPS = 2
 
 
 @triton.jit

@@ -32,13 +32,15 @@ import triton.language as tl
 
 __all__ = ["cosine_matrix", "cosine_matrix_with_norms", "device_of", "inverse_norms"]
 
-BLOCK_M = 64
-BLOCK_N = 64
-# The ieee float32 dot runs on the FMA units, which hold a whole BLOCK_K slice of both
-# operands in registers: a short BLOCK_K keeps the kernel free of spills (77 registers on
-# sm_90 for these sizes).
-BLOCK_K = 8
-NUM_WARPS = 8
+# Tile constants measured on an H200 (benchmarks/gpu_tune.py, results/gpu_tune.csv): the
+# fastest of the grid there at issue 2's size. BLOCK_K >= 16: Triton <= 3.6 refuses a float32
+# tl.dot with K < 16 (tools/triton_compile_check.py --strict-dot checks it without a GPU).
+# 128 x 128 tiles, BLOCK_K 16 and 4 warps took 0.85 ms at 2048 x 8192 x 384 against 2.1 ms
+# for the earlier 64 x 64 / 8 / 8 warps (the ieee float32 dot runs on the FMA units).
+BLOCK_M = 128
+BLOCK_N = 128
+BLOCK_K = 16
+NUM_WARPS = 4
 
 NORM_BLOCK_R = 8
 NORM_BLOCK_K = 128

@@ -46,10 +46,12 @@ from .cosine_matrix import cosine_matrix_with_norms, device_of, inverse_norms
 
 __all__ = ["MAX_K_PAD", "topk_cosine"]
 
-BLOCK_Q = 16
+# Tile constants measured on an H200 (benchmarks/gpu_tune.py, results/gpu_tune.csv): the
+# fastest of the grid there at issue 2's size. BLOCK_K >= 16: Triton <= 3.6 refuses a float32
+# tl.dot with K < 16 (tools/triton_compile_check.py --strict-dot checks it without a GPU).
+BLOCK_Q = 32
 MIN_BLOCK_N = 64
-# Short BLOCK_K: the ieee float32 dot holds a BLOCK_K slice of both operands in registers.
-BLOCK_K = 8
+BLOCK_K = 16
 MERGE_BLOCK_Q = 16
 # Largest per-query list kept in registers by the kernels; larger k takes the chunked path.
 MAX_K_PAD = 256
@@ -58,7 +60,7 @@ LARGE_K_CHUNK_ENTRIES = 1 << 24
 MAX_CORPUS_ROWS = (1 << 32) - 1
 MAX_GRID_DIM_1 = 65535
 # Programs per streaming multiprocessor the stage-1 grid aims for.
-PROGRAMS_PER_SM = 4
+PROGRAMS_PER_SM = 2
 # Stage-1 programs aimed for without a GPU (interpreter): a few chunks, so stage 2 runs.
 INTERPRETER_PROGRAMS = 4
 
