@@ -9,6 +9,7 @@ allocation for n_claims=10**9 with no pairs) or ignored Ctrl-C until a 9 s call 
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import subprocess
 import sys
@@ -269,7 +270,14 @@ def test_ctrl_c_interrupts_a_long_kernel_within_a_second(make_call, restore_thre
         timer.join()
         if handler is not None:  # None: installed outside Python, cannot be put back from here
             signal.signal(signal.SIGINT, handler)
-    assert elapsed < 0.5 + 1.0, f"KeyboardInterrupt came {elapsed - 0.5:.2f} s after Ctrl-C"
+    # About a second on a quiet machine; on a loaded one (CI beside other jobs) the timer
+    # thread and the kernel's check points both run later, so the bound scales with the load
+    # per core (capped at 4 s: still well before the several seconds the call would take, which
+    # grow with the load too).
+    load = os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else 1.0
+    bound = min(4.0, max(1.0, load))
+    assert elapsed < 0.5 + bound, (f"KeyboardInterrupt came {elapsed - 0.5:.2f} s after Ctrl-C "
+                                   f"(bound {bound:.2f} s at load {load:.2f} per core)")
     small = make_case("topk_cosine")
     assert_same(call("topk_cosine", *small), call("topk_cosine", *small))
 
