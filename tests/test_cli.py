@@ -135,6 +135,18 @@ def test_defend_count_in_equals_count_out(defend_input, tmp_path, capsys):
     assert "defend: 5 items, 3 errors, gate passed" in err
 
 
+def test_defend_param_sets_a_defense_field(defend_input, tmp_path, capsys):
+    """--param reaches MirageParams: asking every specific claim for two corroborating sources
+    keeps no more claims than the default, and the records say which were dropped for it."""
+    plain, strict = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert main(["defend", str(defend_input), str(plain), "--nli", "lexical", "--quiet", "--dropped"]) == 0
+    assert main(["defend", str(defend_input), str(strict), "--nli", "lexical", "--quiet", "--dropped",
+                 "--param", "min_sources=2", "--param", "tau_slot=0.25"]) == 0
+    a, b = _read(plain)[0], _read(strict)[0]
+    assert len(b["kept"]) < len(a["kept"])
+    assert any(c["reason"] == "uncorroborated specific" for c in b["dropped"])
+
+
 def test_defend_batches_do_not_change_results(defend_input, tmp_path, capsys):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     assert main(["defend", str(defend_input), str(a), "--nli", "lexical", "--quiet"]) == 0
@@ -311,6 +323,14 @@ def test_reliablerag_jsonl_with_scripted_llm(tmp_path, monkeypatch, capsys):
     (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--nli", "no-such-scorer"], "--nli"),
     (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--batch-size", "0"], "--batch-size"),
     (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--mode", "greedy"], "invalid choice"),
+    (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--param", "min_sources"], "expected NAME=VALUE"),
+    (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--param", "no_such=1"], "'no_such' is not a MirageParams field"),
+    (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--param", "min_sources=two"], "min_sources: expected int"),
+    (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--param", "trust=1"], "cannot be set from the command line"),
+    (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--param", "contr_min=1.5", "--nli", "lexical"],
+     "--param: contr_min: must be in [0, 1]"),
+    (["defend", "{unlabelled}", "{tmp}/o.jsonl", "--param", "mode=paper"], "--param: mode has its own option, --mode"),
+    (["mirage-eval", "{unlabelled}", "--param", "min_sources=-1"], "--param: min_sources"),
     (["reliablerag", "{unlabelled}", "--model", "m"], "--model"),
     (["reliablerag", "{unlabelled}", "--k", "30"], "at most 25"),
     (["reliablerag", "{unlabelled}", "--llm", "embedded", "--url", "http://x"], "not allowed with"),

@@ -94,9 +94,9 @@ def _require_labels(rows: list[dict]) -> None:
 
 
 def _mirage_eval(args: argparse.Namespace) -> int:
-    from .pipelines.mirage import MirageParams, evaluate, format_report, load_dataset
+    from .pipelines.mirage import evaluate, format_report, load_dataset
 
-    params = MirageParams(pairing=args.pairing, on_block=args.on_block, mode=args.mode)
+    params = _defend_cmd.params_from_args(args, pairing=args.pairing, on_block=args.on_block, mode=args.mode)
     try:
         rows = load_dataset(args.data)  # a malformed file is a usage error, found before any model loads
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -106,7 +106,8 @@ def _mirage_eval(args: argparse.Namespace) -> int:
     report = evaluate(args.data, nli=scorer, params=params, tune=not args.no_tune, folds=args.folds,
                       progress=not args.no_progress)
     print(f"NLI scorer: {args.nli or 'offline default'} ({type(scorer).__name__}); mode {params.mode}; "
-          f"pairing {params.pairing}; on BLOCK: {params.on_block}")
+          f"pairing {params.pairing}; on BLOCK: {params.on_block}"
+          + "".join(f"; {name} {value}" for name, value in args.param))
     print("falsehood: false claims / claims delivered; true delivered: true claims delivered / all true claims; "
           "undef = every claim delivered; purity: passage-level, kept claims of every run\n")
     print(format_report(report["shipped"], f"gate as shipped (r_max {params.r_max}, d_min {params.d_min}, "
@@ -523,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--folds", type=_folds, default=4, help="folds of questions for the cross-validation")
     ev.add_argument("--no-tune", action="store_true", help="skip the gate grid search and the cross-validation")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _defend_cmd.add_param_option(ev)
     ev.set_defaults(func=_mirage_eval)
     cd = sub.add_parser("conformal-demo", help="calibrate a claim filter on the packaged sample and filter a response")
     cd.add_argument("--alpha", type=open_unit, nargs="+", default=[0.1, 0.3],

@@ -68,6 +68,53 @@ def add_defense_options(p: argparse.ArgumentParser) -> None:
                    help="what the passages' retrieval_score is (default similarity: higher is better)")
     p.add_argument("--top-k", type=int_at_least(1), default=None, metavar="N",
                    help="passages read per question (default 20)")
+    add_param_option(p)
+
+
+def add_param_option(p: argparse.ArgumentParser) -> None:
+    """``--param NAME=VALUE`` (repeatable): any scalar :class:`MirageParams` field."""
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", type=_param_item,
+                   help="set a MirageParams field (int, float or str ones, e.g. min_sources=1, contr_min=0.4, "
+                        "r_max=0.9); repeatable; fields with their own option (--mode ...) are set there")
+
+
+def _param_item(text: str) -> tuple[str, Any]:
+    """One ``NAME=VALUE`` of ``--param``, converted to the field's type."""
+    import dataclasses
+
+    from ..pipelines.mirage import MirageParams
+
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    kinds = {f.name: f.type for f in dataclasses.fields(MirageParams)}
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    if name not in kinds:
+        raise argparse.ArgumentTypeError(f"{name!r} is not a MirageParams field")
+    kind = kinds[name] if isinstance(kinds[name], str) else getattr(kinds[name], "__name__", "")
+    convert = {"int": int, "float": float, "str": str}.get(kind)
+    if convert is None:
+        raise argparse.ArgumentTypeError(f"{name!r} ({kind}) cannot be set from the command line")
+    try:
+        return name, convert(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: expected {kind}, got {value!r}") from None
+
+
+def params_from_args(args: argparse.Namespace, **named: Any) -> Any:
+    """:class:`MirageParams` from ``--param`` items and the named options; a ``--param`` of a
+    field with its own option, or an invalid value, is a usage error naming ``--param``."""
+    from ..pipelines.mirage import MirageParams
+
+    over = dict(getattr(args, "param", None) or [])
+    for name in over:
+        if name in named:
+            raise UsageError(f"--param: {name} has its own option, --{name.replace('_', '-')}")
+    over.update(named)
+    try:
+        return MirageParams(**over).validate()
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--param: {exc}") from exc
 
 
 def defense_from_args(args: argparse.Namespace) -> Any:
@@ -79,11 +126,12 @@ def defense_from_args(args: argparse.Namespace) -> Any:
     over = {"mode": args.mode, "on_block": args.on_block, "pairing": args.pairing, "score_kind": args.score_kind}
     if args.top_k is not None:
         over["top_k"] = args.top_k
+    params = params_from_args(args, **over)  # checked before the judge loads
     try:
         scorer = nli_models.load(args.nli)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         raise UsageError(f"--nli: {exc}") from exc
-    return MirageDefense(nli=scorer, **over)
+    return MirageDefense(nli=scorer, params=params)
 
 
 def defend_record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:
