@@ -484,9 +484,11 @@ def test_cli_d2f_jsonl_with_scripted_llm(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.jsonl"
     assert main(["d2f", str(inp), "-o", str(out), "--embedder", "hashing", "--quiet"]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert len(lines) == 3 and [x["ok"] for x in lines] == [True, False, False]
+    # The records of every batch command: line, id when given, then the result or the error.
+    assert [x["line"] for x in lines] == [1, 2, 3] and ["error" in x for x in lines] == [False, True, True]
     assert lines[0]["answer"] == "Mexico" and lines[0]["trace"]["nodes"][0]["score"] == 8 and lines[0]["id"] == "x1"
-    assert "not JSON" in lines[1]["message"] and "question" in lines[2]["message"]
+    assert "not JSON" in lines[1]["error"] and "id" not in lines[1]
+    assert lines[2]["id"] == "x3" and "question" in lines[2]["error"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -499,6 +501,8 @@ def test_cli_d2f_jsonl_with_scripted_llm(tmp_path, monkeypatch, capsys):
     (["d2f", "/no/such/file.jsonl"], "no such file"),
     (["d2f", "{good}", "--embedder", "hashing"], "no passages"),
     (["d2f", "{good}", "--threshold", "2"], "--threshold: threshold: must be in [0, 1]"),
+    (["d2f", "{bad}", "--embedder", "hashing"], "input: not JSONL"),
+    (["d2f", "{good}", "--corpus", "{bad}", "--embedder", "hashing"], "--corpus: not JSONL"),
 ])
 def test_cli_usage_errors(argv, message, tmp_path, capsys):
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"

@@ -160,26 +160,15 @@ def _d2f_llm(args: argparse.Namespace):
     return make_llm(args)
 
 
-def _read_jsonl_lines(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return [line for line in fh if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _UsageError(f"{path}: {exc}") from exc
-
-
-def _d2f_corpus(lines: list[str], what: str) -> list[dict]:
-    """Passages from JSONL lines: each a passage (``text``) or a question with ``passages``."""
+def _d2f_corpus(rows: list, what: str) -> list[dict]:
+    """Passages from parsed JSONL rows (:func:`cli.common.parse_rows`): each a passage
+    (``text``) or a question with ``passages``."""
     passages = []
-    for n, line in enumerate(lines, 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+    for n, row, why in rows:
+        if row is None:
             if what == "--corpus":
-                raise _UsageError(f"--corpus: line {n} is not JSON") from None
-            continue  # an input line that is not JSON is that item's error record
-        if not isinstance(row, dict):
-            continue
+                raise _UsageError(f"--corpus: line {n}: {why}")
+            continue  # an input line that is not an object is that item's error record
         items = row["passages"] if isinstance(row.get("passages"), list) else ([row] if "text" in row else [])
         for p in items:
             if not (isinstance(p, dict) and isinstance(p.get("text"), str)):
@@ -189,45 +178,44 @@ def _d2f_corpus(lines: list[str], what: str) -> list[dict]:
 
 
 def _d2f(args: argparse.Namespace) -> int:
+    """The batch command's records, as the other batch commands': ``line``, ``id`` when the
+    input had one, then ``answer`` and ``trace``, or ``error``."""
+    from .cli.common import JsonlWriter, error_record, parse_rows, read_lines
     from .pipelines.d2f import D2FReAG, corpus_retriever
 
     params = _d2f_params(args)
-    lines = _read_jsonl_lines(args.input)
-    corpus = _d2f_corpus(_read_jsonl_lines(args.corpus), "--corpus") if args.corpus else _d2f_corpus(lines, "input")
+    rows = parse_rows(read_lines(args.input, "input"), "input")
+    corpus_rows = parse_rows(read_lines(args.corpus, "--corpus"), "--corpus") if args.corpus else rows
+    corpus = _d2f_corpus(corpus_rows, "--corpus" if args.corpus else "input")
     if not corpus:
         raise _UsageError("no passages: give --corpus FILE, or 'passages' lists in the input lines")
-    items: list[dict] = []
-    for n, line in enumerate(lines):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            items.append({"index": n, "ok": False, "error_type": "ValueError", "message": f"not JSON ({exc})"})
-            continue
-        q = row.get("question") if isinstance(row, dict) else None
-        if not isinstance(q, str) or not q.strip():
-            items.append({"index": n, "ok": False, "error_type": "ValueError",
-                          "message": "no 'question' (a non-empty str)"})
-            continue
-        items.append({"index": n, "id": row.get("id"), "question": q})
+    records: list[dict | None] = []
+    todo: list[tuple[int, int, dict, str]] = []
+    for n, row, why in rows:
+        q = row.get("question") if row is not None else None
+        if row is None or not isinstance(q, str) or not q.strip():
+            records.append(error_record(n, row, why or "no 'question' (a non-empty str)"))
+        else:
+            todo.append((len(records), n, row, q))
+            records.append(None)
     embedder = make_embedder(args.embedder)
     method = D2FReAG(_d2f_llm(args), corpus_retriever(corpus, embedder), params)
-    todo = [it for it in items if "question" in it]
-    results = method.run_batch([it["question"] for it in todo], progress=not args.quiet)
-    for it, res in zip(todo, results):
+    results = method.run_batch([q for _, _, _, q in todo], progress=not args.quiet)
+    for (k, n, row, _), res in zip(todo, results):
         if res.ok:
-            it.update(ok=True, answer=res.answer, trace=res.to_dict())
+            rec: dict = {"line": n}
+            if row.get("id") is not None:
+                rec["id"] = row["id"]
+            rec.update(answer=res.answer, trace=res.to_dict())
+            records[k] = rec
         else:
-            it.update(ok=False, error_type=res.error_type, message=res.message)
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
-        for it in items:
-            out.write(json.dumps(it, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+            records[k] = error_record(n, row, f"{res.error_type}: {res.message}")
+    with JsonlWriter(args.output or "-") as out:
+        for rec in records:
+            out.write(rec)
     if not args.quiet:
-        failed = sum(not it["ok"] for it in items)
-        print(f"d2f: {len(items)} items, {failed} errors", file=sys.stderr)
+        failed = sum("error" in rec for rec in records)
+        print(f"d2f: {len(records)} items, {failed} errors", file=sys.stderr)
     return 0
 
 
