@@ -362,3 +362,58 @@ def test_shared_multihop_file_marks_a_false_sentence_in_every_injected_passage()
             sentences = split_sentences(q["text"])
             assert q["false_sentences"], q["pid"]
             assert all(f in sentences for f in q["false_sentences"])
+
+
+# --------------------------------------------------------------------------- contradiction ceiling
+
+
+def _ceiling_row(witness: str) -> dict:
+    """Two sources; source b's polluted variant moves a birth from Shrewsbury 1809 to
+    Lichfield 1811. The mixed regime shows a (clean) and b's variant; a says ``witness``."""
+    return {"id": "c", "question": "q", "passages": [
+        _passage("a", f"Darwin was a naturalist. {witness}", "clean"),
+        _passage("b", "Darwin was born in Shrewsbury in 1809. He sailed on the Beagle.", "clean"),
+        _passage("pb", "Darwin was born in Lichfield in 1811. He sailed on the Beagle.", "polluted",
+                 "unambiguous", "b", ["Darwin was born in Lichfield in 1811."]),
+    ]}
+
+
+def test_changed_values_are_the_replaced_names_and_numbers():
+    from rrag_kernels.pipelines.mirage import changed_values
+
+    src = "Darwin was a naturalist. Darwin was born in Shrewsbury in 1809. He sailed on the Beagle."
+    assert changed_values(src, "Darwin was born in Lichfield in 1811.") == ["Shrewsbury", "1809"]
+    # an added fact replaces nothing: no value to look for
+    assert changed_values(src, "Darwin was born in Shrewsbury in 1809 to a rich family.") == []
+
+
+@pytest.mark.parametrize("witness, found", [
+    ("His home town was Shrewsbury.", True),   # states a changed value
+    ("He was born in 1809.", True),
+    ("He wrote many books.", False),            # nothing to contradict the variant with
+])
+def test_contradiction_ceiling_counts_false_sentences_another_passage_contradicts(witness, found):
+    from rrag_kernels.pipelines.mirage import contradiction_ceiling
+
+    c = contradiction_ceiling([_ceiling_row(witness)])
+    mixed = c["mixed"]
+    assert mixed["false_sentences"] == 1 and mixed["with_evidence"] == int(found)
+    assert mixed["by_family"] == {"unambiguous": [int(found), 1]}
+    # mixed shows a (2 claims) and pb (2 claims): the floor removes the contradicted one only
+    assert mixed["claims"] == 4
+    assert mixed["falsehood_floor"] == pytest.approx(0 / 3 if found else 1 / 4)
+    # the polluted regime shows pb alone: nothing else to contradict it
+    assert c["polluted"]["with_evidence"] == 0 and c["polluted"]["falsehood_floor"] == pytest.approx(1 / 2)
+
+
+def test_the_variants_own_false_sentence_is_not_its_evidence():
+    """The value searched for must appear in the true sentences of *other* passages: a
+    polluted passage that repeats the true value in its false sentence's neighbour counts,
+    one whose only mention is in a false sentence does not."""
+    from rrag_kernels.pipelines.mirage import contradiction_ceiling
+
+    row = _ceiling_row("He wrote many books.")
+    row["passages"].append(_passage("pa", "Darwin was a naturalist. Shrewsbury was his town in 1809.", "polluted",
+                                    "fabricated", "a", ["Shrewsbury was his town in 1809."]))
+    c = contradiction_ceiling([row])
+    assert c["polluted"]["with_evidence"] == 0  # pa's mention of Shrewsbury is itself marked false

@@ -112,6 +112,11 @@ def _mirage_eval(args: argparse.Namespace) -> int:
           "undef = every claim delivered; purity: passage-level, kept claims of every run\n")
     print(format_report(report["shipped"], f"gate as shipped (r_max {params.r_max}, d_min {params.d_min}, "
                                            f"min_support_share {params.min_support_share})"))
+    if "ceiling" in report:
+        from .pipelines.mirage import format_ceiling
+
+        print()
+        print(format_ceiling(report["ceiling"]))
     if "tuned" in report:
         thr = report["tuned"]["thresholds"]
         print()

@@ -20,9 +20,11 @@ Regimes (as in the paper's protocol):
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +170,96 @@ def is_false_claim(claim: str, false_sentences: Sequence[str]) -> bool:
         if f and c and (c in f or f in c):
             return True
     return False
+
+
+_WORD = re.compile(r"[\w'\u2019.-]+")
+
+
+def changed_values(source_text: str, false_sentence: str) -> list[str]:
+    """The fact a polluted passage changed, as far as words show it: the capitalised (not
+    sentence-initial) or numeric words of the source sentence the false sentence was made from (the most similar sentence
+    of the clean source passage) that the false sentence no longer contains.
+
+    Parameters
+    ----------
+    source_text : str, the clean source passage
+    false_sentence : str, one of the polluted passage's ``false_sentences``
+
+    Returns
+    -------
+    list of str, empty when the change adds a fact rather than replacing one
+    """
+    sentences = split_sentences(source_text) or [source_text]
+    best = max(sentences, key=lambda s: (difflib.SequenceMatcher(None, s, false_sentence, autojunk=False).ratio(), -len(s)))
+    a, b = _WORD.findall(best), _WORD.findall(false_sentence)
+    ops = difflib.SequenceMatcher(None, [w.lower() for w in a], [w.lower() for w in b], autojunk=False).get_opcodes()
+    low = false_sentence.lower()
+    out: list[str] = []
+    for op, i1, i2, _, _ in ops:
+        if op not in ("replace", "delete"):
+            continue
+        for k in range(i1, i2):
+            w = a[k].strip(".,")
+            # A capital marks a name except on a sentence's first word ("The", "After").
+            named = w[:1].isupper() and k > 0
+            if w and (named or any(ch.isdigit() for ch in w)) and w.lower() not in low and w not in out:
+                out.append(w)
+    return out
+
+
+def contradiction_ceiling(rows: Sequence[dict[str, Any]], regimes: Sequence[str] = ("mixed", "polluted")
+                          ) -> dict[str, dict[str, Any]]:
+    """How many false sentences a cross-source check could contradict at all.
+
+    A false claim can be removed by a contradiction only if another passage of the retrieved
+    set states the value it changed. For each false sentence of a polluted passage that names
+    its clean source (``source_pid``), the changed values (:func:`changed_values`) are looked
+    up, case-insensitively, in the true sentences of the other passages shown in the regime.
+    A generous text match (any changed value, anywhere), so ``with_evidence`` is an upper
+    bound, and ``falsehood_floor`` a lower bound on the falsehood rate of any defense that
+    removes contradicted claims only: every false sentence with evidence removed, nothing
+    else, over what an undefended pipeline delivers. Reads the labels: evaluation only.
+
+    Returns
+    -------
+    dict
+        regime -> ``false_sentences``, ``with_evidence``, ``no_source`` (false sentences of
+        passages without a clean source in the row), ``by_family`` (family -> [with
+        evidence, false sentences]), ``claims`` (every sentence of every run) and
+        ``falsehood_floor``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for regime in regimes:
+        total = evidence = no_source = claims = 0
+        by_family: dict[str, list[int]] = {}
+        for row in rows:
+            by_pid = {p.get("pid"): p for p in row.get("passages", [])}
+            shown = build_regimes(row)[regime]
+            truths = [_passage_truth(p) or [] for p in shown]
+            true_text = []
+            for p, false in zip(shown, truths):
+                text = p.get("text", "")
+                for f in false:
+                    text = text.replace(f, " ")
+                true_text.append(text.lower())
+            for k, (p, false) in enumerate(zip(shown, truths)):
+                claims += len(split_sentences(p.get("text", "")))
+                source = by_pid.get(p.get("source_pid")) if p.get("source_pid") is not None else None
+                for f in false:
+                    total += 1
+                    fam = by_family.setdefault(str(p.get("family", "unknown")), [0, 0])
+                    fam[1] += 1
+                    if source is None:
+                        no_source += 1
+                        continue
+                    values = [v.lower() for v in changed_values(source.get("text", ""), f)]
+                    if values and any(v in t for j, t in enumerate(true_text) if j != k for v in values):
+                        evidence += 1
+                        fam[0] += 1
+        floor = (total - evidence) / (claims - evidence) if claims > evidence else float("nan")
+        out[regime] = {"false_sentences": total, "with_evidence": evidence, "no_source": no_source,
+                       "by_family": dict(sorted(by_family.items())), "claims": claims, "falsehood_floor": floor}
+    return out
 
 
 def _passage_truth(passage: dict[str, Any]) -> list[str] | None:
@@ -519,6 +611,18 @@ def _pct(value: float) -> str:
     return "-" if np.isnan(value) else f"{value:.1%}"
 
 
+def format_ceiling(ceiling: dict[str, dict[str, Any]]) -> str:
+    """:func:`contradiction_ceiling` as text lines, one per regime."""
+    lines = ["contradiction ceiling (false sentences whose changed value another passage of the set states; "
+             "a generous text match) and the falsehood floor of a defense that removes only those:"]
+    for regime, c in ceiling.items():
+        fams = ", ".join(f"{f} {k}/{n}" for f, (k, n) in c["by_family"].items())
+        extra = f", {c['no_source']} without a source passage" if c["no_source"] else ""
+        lines.append(f"{regime:<9} {c['with_evidence']}/{c['false_sentences']} ({fams}{extra}); "
+                     f"floor {_pct(c['falsehood_floor'])}")
+    return "\n".join(lines)
+
+
 def format_report(summary: dict[str, dict[str, Any]], title: str = "") -> str:
     """The summary as a table: regime | runs | gate pass | falsehood rate (defended /
     undefended) | true-claim delivery (defended / undefended) | passage-level purity |
@@ -568,6 +672,8 @@ def evaluate(
     -------
     dict
         ``params``, ``records``, ``shipped`` (:func:`summarise` with the defense's gate);
+        ``ceiling`` (:func:`contradiction_ceiling`) when every polluted passage marks its
+        false sentences;
         with ``tune``: ``tuned`` (:func:`tune_gate` in-sample), ``tuned_summary``,
         ``fold_gates`` (:func:`fold_gates`) and ``cross_validated`` (the summary of the
         out-of-fold decisions, as :func:`cross_validate_gate`).
@@ -576,6 +682,8 @@ def evaluate(
     defense = MirageDefense(nli=nli, params=params)
     records = run_regimes(defense, rows, progress=progress)
     report: dict[str, Any] = {"params": defense.params, "records": records, "shipped": summarise(records)}
+    if all(r.truth_known for r in records if r.regime != "clean"):
+        report["ceiling"] = contradiction_ceiling(rows)
     if tune:
         tuned = tune_gate(records)
         report["tuned"] = tuned
