@@ -398,12 +398,27 @@ def test_contradiction_ceiling_counts_false_sentences_another_passage_contradict
     c = contradiction_ceiling([_ceiling_row(witness)])
     mixed = c["mixed"]
     assert mixed["false_sentences"] == 1 and mixed["with_evidence"] == int(found)
-    assert mixed["by_family"] == {"unambiguous": [int(found), 1]}
+    assert mixed["uncontradicted"] == int(not found) and mixed["no_value"] == mixed["no_source"] == 0
+    assert mixed["by_family"] == {"unambiguous": [int(not found), 1]}
     # mixed shows a (2 claims) and pb (2 claims): the floor removes the contradicted one only
     assert mixed["claims"] == 4
     assert mixed["falsehood_floor"] == pytest.approx(0 / 3 if found else 1 / 4)
+    assert mixed["falsehood_floor_named_only"] == pytest.approx(0 / 3 if found else 1 / 4)
     # the polluted regime shows pb alone: nothing else to contradict it
-    assert c["polluted"]["with_evidence"] == 0 and c["polluted"]["falsehood_floor"] == pytest.approx(1 / 2)
+    assert c["polluted"]["uncontradicted"] == 1 and c["polluted"]["falsehood_floor"] == pytest.approx(1 / 2)
+
+
+def test_a_change_of_no_name_or_number_counts_as_contradictable_in_the_floor():
+    """A negation replaces no name or number: the text match cannot tell whether another
+    passage contradicts it, so the floor counts it removable and the named-only floor not."""
+    from rrag_kernels.pipelines.mirage import contradiction_ceiling
+
+    row = _ceiling_row("He wrote many books.")
+    row["passages"][2] = _passage("pb", "Darwin was born in Shrewsbury in 1809. He never sailed on the Beagle.",
+                                  "polluted", "conflicting", "b", ["He never sailed on the Beagle."])
+    mixed = contradiction_ceiling([row])["mixed"]
+    assert (mixed["no_value"], mixed["uncontradicted"], mixed["with_evidence"]) == (1, 0, 0)
+    assert mixed["falsehood_floor"] == 0.0 and mixed["falsehood_floor_named_only"] == pytest.approx(1 / 4)
 
 
 def test_the_variants_own_false_sentence_is_not_its_evidence():
@@ -417,3 +432,4 @@ def test_the_variants_own_false_sentence_is_not_its_evidence():
                                     "fabricated", "a", ["Shrewsbury was his town in 1809."]))
     c = contradiction_ceiling([row])
     assert c["polluted"]["with_evidence"] == 0  # pa's mention of Shrewsbury is itself marked false
+    assert c["polluted"]["uncontradicted"] >= 1

@@ -209,28 +209,39 @@ def changed_values(source_text: str, false_sentence: str) -> list[str]:
 
 def contradiction_ceiling(rows: Sequence[dict[str, Any]], regimes: Sequence[str] = ("mixed", "polluted")
                           ) -> dict[str, dict[str, Any]]:
-    """How many false sentences a cross-source check could contradict at all.
+    """How many false sentences no other passage of the set could contradict.
 
     A false claim can be removed by a contradiction only if another passage of the retrieved
-    set states the value it changed. For each false sentence of a polluted passage that names
-    its clean source (``source_pid``), the changed values (:func:`changed_values`) are looked
-    up, case-insensitively, in the true sentences of the other passages shown in the regime.
-    A generous text match (any changed value, anywhere), so ``with_evidence`` is an upper
-    bound, and ``falsehood_floor`` a lower bound on the falsehood rate of any defense that
-    removes contradicted claims only: every false sentence with evidence removed, nothing
-    else, over what an undefended pipeline delivers. Reads the labels: evaluation only.
+    set speaks about what it changed. Each false sentence of a polluted passage is put in one
+    of four classes:
+
+    * ``no_source``: its passage names no clean source in the row, so what changed is unknown;
+    * ``no_value``: the change replaces no name or number (:func:`changed_values` is empty:
+      a negation, a common noun, an added fact);
+    * ``with_evidence``: a changed value appears, case-insensitively, in the true sentences
+      of another passage shown in the regime (a generous match: any value, anywhere);
+    * ``uncontradicted``: the replaced names and numbers appear in no other passage shown.
+
+    ``falsehood_floor`` is the falsehood rate left if every false sentence of the first three
+    classes were removed and nothing else, over what an undefended pipeline delivers: no
+    defense that only removes contradicted claims goes below it, unless another passage states
+    the replaced value in other words ("ten" for "10"), which the text match cannot see.
+    ``falsehood_floor_named_only`` removes only the ``with_evidence`` class: the floor if the
+    changes of no name or number could not be contradicted either (the truth lies between).
+    Reads the labels: evaluation only.
 
     Returns
     -------
     dict
-        regime -> ``false_sentences``, ``with_evidence``, ``no_source`` (false sentences of
-        passages without a clean source in the row), ``by_family`` (family -> [with
-        evidence, false sentences]), ``claims`` (every sentence of every run) and
-        ``falsehood_floor``.
+        regime -> ``false_sentences``, ``with_evidence``, ``no_value``, ``no_source``,
+        ``uncontradicted``, ``by_family`` (family -> [uncontradicted, false sentences]),
+        ``claims`` (every sentence of every run), ``falsehood_floor`` and
+        ``falsehood_floor_named_only``.
     """
     out: dict[str, dict[str, Any]] = {}
     for regime in regimes:
-        total = evidence = no_source = claims = 0
+        counts = {"false_sentences": 0, "with_evidence": 0, "no_value": 0, "no_source": 0, "uncontradicted": 0}
+        claims = 0
         by_family: dict[str, list[int]] = {}
         for row in rows:
             by_pid = {p.get("pid"): p for p in row.get("passages", [])}
@@ -246,19 +257,25 @@ def contradiction_ceiling(rows: Sequence[dict[str, Any]], regimes: Sequence[str]
                 claims += len(split_sentences(p.get("text", "")))
                 source = by_pid.get(p.get("source_pid")) if p.get("source_pid") is not None else None
                 for f in false:
-                    total += 1
+                    counts["false_sentences"] += 1
                     fam = by_family.setdefault(str(p.get("family", "unknown")), [0, 0])
                     fam[1] += 1
+                    values = [v.lower() for v in changed_values(source.get("text", ""), f)] if source else []
                     if source is None:
-                        no_source += 1
-                        continue
-                    values = [v.lower() for v in changed_values(source.get("text", ""), f)]
-                    if values and any(v in t for j, t in enumerate(true_text) if j != k for v in values):
-                        evidence += 1
+                        counts["no_source"] += 1
+                    elif not values:
+                        counts["no_value"] += 1
+                    elif any(v in t for j, t in enumerate(true_text) if j != k for v in values):
+                        counts["with_evidence"] += 1
+                    else:
+                        counts["uncontradicted"] += 1
                         fam[0] += 1
-        floor = (total - evidence) / (claims - evidence) if claims > evidence else float("nan")
-        out[regime] = {"false_sentences": total, "with_evidence": evidence, "no_source": no_source,
-                       "by_family": dict(sorted(by_family.items())), "claims": claims, "falsehood_floor": floor}
+        removable = counts["false_sentences"] - counts["uncontradicted"]
+        floor = counts["uncontradicted"] / (claims - removable) if claims > removable else float("nan")
+        named = counts["with_evidence"]  # removable when only the found values count
+        floor_named = (counts["false_sentences"] - named) / (claims - named) if claims > named else float("nan")
+        out[regime] = {**counts, "by_family": dict(sorted(by_family.items())), "claims": claims,
+                       "falsehood_floor": floor, "falsehood_floor_named_only": floor_named}
     return out
 
 
@@ -613,13 +630,15 @@ def _pct(value: float) -> str:
 
 def format_ceiling(ceiling: dict[str, dict[str, Any]]) -> str:
     """:func:`contradiction_ceiling` as text lines, one per regime."""
-    lines = ["contradiction ceiling (false sentences whose changed value another passage of the set states; "
-             "a generous text match) and the falsehood floor of a defense that removes only those:"]
+    lines = ["false sentences no other passage of the set speaks about (their replaced names / numbers appear "
+             "nowhere else), and the falsehood floor of a defense that removes every other false sentence:"]
     for regime, c in ceiling.items():
         fams = ", ".join(f"{f} {k}/{n}" for f, (k, n) in c["by_family"].items())
-        extra = f", {c['no_source']} without a source passage" if c["no_source"] else ""
-        lines.append(f"{regime:<9} {c['with_evidence']}/{c['false_sentences']} ({fams}{extra}); "
-                     f"floor {_pct(c['falsehood_floor'])}")
+        lines.append(f"{regime:<9} {c['uncontradicted']}/{c['false_sentences']} uncontradicted ({fams}); "
+                     f"{c['with_evidence']} with a contradicting value, {c['no_value']} changing no name or number"
+                     + (f", {c['no_source']} without a source passage" if c["no_source"] else "")
+                     + f"; floor {_pct(c['falsehood_floor'])} ({_pct(c['falsehood_floor_named_only'])} "
+                       f"if only the contradicting values count)")
     return "\n".join(lines)
 
 
