@@ -349,3 +349,30 @@ def test_nli_sweep_chooses_on_the_selection_split_and_rebuilds_the_chosen_model(
     assert acc == chosen["record"]["selection"]["accuracy"]
     record = json.loads((full / "train_metadata.json").read_text())
     assert record["seed"] == chosen["seed"] and record["selection"]["files"] == ["train_7.jsonl"]
+
+
+def test_slot_swap_augment_changes_one_slot_of_entailed_hypotheses():
+    from rrag_kernels.train_nli import slot_swap_augment
+
+    rows = [
+        {"id": "a", "premise": "Marie Curie moved to Paris in November 1891 to study physics.",
+         "hypothesis": "In November 1891 Marie Curie went to Paris.", "label": "entailment", "phenomenon": "paraphrase"},
+        {"id": "b", "premise": "The Danube flows through Vienna and Budapest before reaching the Black Sea.",
+         "hypothesis": "The Danube passes through Vienna.", "label": "entailment", "phenomenon": "conjunct_drop"},
+        {"id": "c", "premise": "Alan Turing was born in London in 1912.",
+         "hypothesis": "Turing was a mathematician.", "label": "neutral", "phenomenon": "added_detail"},
+        {"id": "d", "premise": "Ada Lovelace worked with Charles Babbage in London.",
+         "hypothesis": "Lovelace worked in London.", "label": "entailment", "phenomenon": "implied_fact"},
+    ]
+    out = slot_swap_augment(rows, seed=0)
+    assert out == slot_swap_augment(rows, seed=0)  # deterministic for a seed
+    assert {r["id"] for r in out} <= {"a+slot", "b+slot"}  # only restating entailments are used
+    assert out, "no slot swap made"
+    by_id = {r["id"]: r for r in rows}
+    for r in out:
+        src = by_id[r["id"].split("+")[0]]
+        assert r["label"] == "contradiction" and r["phenomenon"] == "aug_slot"
+        assert r["premise"] == src["premise"] and r["hypothesis"] != src["hypothesis"]
+        # one slot changed: the words that differ are one name or one month, the rest kept
+        old, new = src["hypothesis"].split(), r["hypothesis"].split()
+        assert len(set(old) - set(new)) <= 2 and any(w[:1].isupper() for w in set(new) - set(old))

@@ -94,6 +94,7 @@ __all__ = [
     "TrainConfig",
     "augment",
     "build_model",
+    "slot_swap_augment",
     "check_device",
     "evaluate",
     "export_onnx",
@@ -130,6 +131,9 @@ class TrainConfig:
     warmup: float = 0.1
     max_length: int = 128
     augment: bool = True
+    #: Also the slot swaps of :func:`slot_swap_augment` (names and months changed in entailed
+    #: hypotheses -> contradiction). Off in the shipped recipe.
+    augment_slots: bool = False
     threads: int = 2
     #: Keep the word-embedding table (half of MiniLM's weights) frozen: less to fit on
     #: 1,600 pairs, and each step is cheaper (no dense 30522 x 384 Adam update).
@@ -300,6 +304,67 @@ def augment(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str, Any
                 if new_h is not None and new_h != h:
                     out.append({"id": f"{row.get('id', '')}+num", "premise": p, "hypothesis": new_h,
                                 "label": "contradiction", "phenomenon": "aug_number"})
+    return out
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_NAME_RE = re.compile(r"(?<=\s)([A-Z][a-z]+(?:\s[A-Z][a-z]+)*)")
+#: Entailment phenomena whose hypothesis restates premise facts (a changed name or month in it
+#: makes the pair a contradiction); not implied_fact / generalization, whose hypotheses may
+#: state nothing about the premise's names.
+_SLOT_SWAP_FROM = {"paraphrase", "passive_active", "synonym_number", "conjunct_drop"}
+_PLACE_PREPOSITIONS = {"in", "at", "from", "near", "to", "into", "across", "outside", "inside"}
+_NOT_NAMES = {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "This", "That", "Its", "His", "Her",
+              "Their", "After", "Before", "During", "By", "For", "From", "With", "When", "While", "Since", "Of",
+              "As", "And", "But", "Or", "Both", "Some", "Many", "Most", "All", "One"} | set(_MONTHS)
+
+
+def slot_swap_augment(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+    """Contradictions made from entailment pairs by changing one slot of the hypothesis that
+    the premise states: a month name (another month), or a capitalised name shared with the
+    premise (a name of the same word count taken from another training pair). The minimal
+    edits issue 10 asks the judge to catch (date, entity, location swaps) in many more
+    contexts than the hand-written swaps. Deterministic for a seed; rows keep their ``id``
+    suffixed ``+slot`` and get ``phenomenon`` ``"aug_slot"``.
+    """
+    rng = random.Random(seed + 7919)
+
+    def kind(text: str, start: int, name: str) -> tuple[int, bool]:
+        # (word count, after a place preposition): a place replaces a place, a name a name.
+        before = text[:start].split()
+        return len(name.split()), bool(before) and before[-1].lower() in _PLACE_PREPOSITIONS
+
+    pool: dict[tuple[int, bool], list[str]] = {}
+    for row in rows:
+        text = " " + row["premise"]
+        for m in _NAME_RE.finditer(text):
+            name = m.group(1)
+            if name.split()[0] not in _NOT_NAMES and len(name) >= 3:
+                pool.setdefault(kind(text, m.start(1), name), []).append(name)
+    for k in pool:
+        pool[k] = sorted(set(pool[k]))
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if row["label"] != "entailment" or row.get("phenomenon") not in _SLOT_SWAP_FROM:
+            continue
+        p, h = row["premise"], row["hypothesis"]
+        months = [m for m in _MONTHS if re.search(rf"\b{m}\b", h) and re.search(rf"\b{m}\b", p)]
+        names = [(m.group(1), kind(" " + h, m.start(1), m.group(1))) for m in _NAME_RE.finditer(" " + h)
+                 if m.group(1).split()[0] not in _NOT_NAMES and len(m.group(1)) >= 3 and m.group(1) in p]
+        new_h = None
+        if months and (not names or rng.random() < 0.5):
+            old = rng.choice(months)
+            new = rng.choice([m for m in _MONTHS if m != old])
+            new_h = re.sub(rf"\b{old}\b", new, h, count=1)
+        elif names:
+            old, key = rng.choice(names)
+            choices = [n for n in pool.get(key, []) if n != old and n not in p and n not in h]
+            if choices:
+                new_h = h.replace(old, rng.choice(choices), 1)
+        if new_h is not None and new_h != h:
+            out.append({"id": f"{row.get('id', '')}+slot", "premise": p, "hypothesis": new_h,
+                        "label": "contradiction", "phenomenon": "aug_slot"})
     return out
 
 
@@ -709,6 +774,8 @@ def run(data_dir: Path, out: Path, cfg: TrainConfig, *, base: Path | None = None
     if keys(stack_rows) & keys(val_rows):
         raise ValueError("data: the stacking files share pairs with the validation files")
     extra = augment(train_rows, cfg.seed) if cfg.augment else []
+    if cfg.augment_slots:
+        extra += slot_swap_augment(train_rows, cfg.seed)
     rows = list(train_rows) + extra
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in LABEL2ID}
     logger.info("train_nli: %d training pairs (%d original + %d augmented; %s), %d validation pairs",
@@ -739,11 +806,14 @@ def run(data_dir: Path, out: Path, cfg: TrainConfig, *, base: Path | None = None
             "seed": cfg.seed,
             "epochs": cfg.epochs,
             "recipe": {k: getattr(cfg, k) for k in ("batch_size", "lr", "weight_decay", "warmup", "max_length",
-                                                     "augment", "threads", "freeze_embeddings", "device")},
+                                                     "augment", "augment_slots", "threads", "freeze_embeddings", "device")},
             "augmentation": ("contradiction swap (half, seeded); equivalence-entailment swap; "
                              "generalization/conjunct_drop entailment swap -> neutral; other-fact neutral "
                              "swap; shared-number change in entailment hypotheses -> contradiction")
             if cfg.augment else None,
+            "slot_augmentation": ("names shared with the premise, or month names, changed in paraphrase / "
+                                  "passive_active / synonym_number / conjunct_drop hypotheses -> contradiction")
+            if cfg.augment_slots else None,
             "train_files": list(train_files),
             "val_files": list(val_files),
             "n_train_original": len(train_rows),
@@ -854,6 +924,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--train-files", nargs="+", default=list(TRAIN_FILES))
     parser.add_argument("--val-files", nargs="*", default=list(VAL_FILES))
     parser.add_argument("--no-augment", action="store_true", help="train on the original pairs only")
+    parser.add_argument("--augment-slots", action="store_true",
+                        help="also change names / months of entailed hypotheses into contradictions "
+                             "(slot_swap_augment)")
     parser.add_argument("--train-embeddings", action="store_true",
                         help="also fine-tune the word-embedding table (frozen by default)")
     parser.add_argument("--quantize", action="store_true",
@@ -880,7 +953,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("rrag_kernels").setLevel(logging.INFO)
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                      max_length=args.max_length, augment=not args.no_augment, threads=args.threads,
+                      max_length=args.max_length, augment=not args.no_augment, augment_slots=args.augment_slots, threads=args.threads,
                       freeze_embeddings=not args.train_embeddings, device=args.device)
     try:
         check_device(cfg.device)
