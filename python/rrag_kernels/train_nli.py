@@ -806,7 +806,8 @@ def run(data_dir: Path, out: Path, cfg: TrainConfig, *, base: Path | None = None
             "seed": cfg.seed,
             "epochs": cfg.epochs,
             "recipe": {k: getattr(cfg, k) for k in ("batch_size", "lr", "weight_decay", "warmup", "max_length",
-                                                     "augment", "augment_slots", "threads", "freeze_embeddings", "device")},
+                                                     "augment", "augment_slots", "threads", "freeze_embeddings",
+                                                     "device")},
             "augmentation": ("contradiction swap (half, seeded); equivalence-entailment swap; "
                              "generalization/conjunct_drop entailment swap -> neutral; other-fact neutral "
                              "swap; shared-number change in entailment hypotheses -> contradiction")
@@ -954,7 +955,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("rrag_kernels").setLevel(logging.INFO)
     cfg = TrainConfig(seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                      max_length=args.max_length, augment=not args.no_augment, augment_slots=args.augment_slots, threads=args.threads,
+                      max_length=args.max_length, augment=not args.no_augment, augment_slots=args.augment_slots,
+                      threads=args.threads,
                       freeze_embeddings=not args.train_embeddings, device=args.device)
     try:
         check_device(cfg.device)
