@@ -305,6 +305,20 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _sweep_data(tmp_path: Path) -> Path:
+    """60 written pairs split over the training files, the selection file and the held-out file."""
+    from rrag_kernels import train_nli
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = _written_pairs(60)
+    names = list(train_nli.TRAIN_FILES) + ["train_7.jsonl", "train_5.jsonl"]
+    for k, name in enumerate(names):
+        part = rows[k * 60 // len(names):(k + 1) * 60 // len(names)]
+        (data / name).write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    return data
+
+
 def test_nli_sweep_chooses_on_the_selection_split_and_rebuilds_the_chosen_model(tiny_base, tmp_path):
     """tools/nli_sweep.py end to end on the CPU: every recipe x seed scored on the selection
     split, the held-out split scored only for the chosen recipe and the baseline, and the
@@ -316,13 +330,7 @@ def test_nli_sweep_chooses_on_the_selection_split_and_rebuilds_the_chosen_model(
     from rrag_kernels import train_nli
 
     root = Path(__file__).resolve().parents[1]
-    data = tmp_path / "data"
-    data.mkdir()
-    rows = _written_pairs(60)
-    names = list(train_nli.TRAIN_FILES) + ["train_7.jsonl", "train_5.jsonl"]
-    for k, name in enumerate(names):
-        part = rows[k * 60 // len(names):(k + 1) * 60 // len(names)]
-        (data / name).write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    data = _sweep_data(tmp_path)
     out = tmp_path / "sweep"
     proc = subprocess.run(
         [sys.executable, str(root / "tools" / "nli_sweep.py"), "--data-dir", str(data), "--base", str(tiny_base),
@@ -376,3 +384,63 @@ def test_slot_swap_augment_changes_one_slot_of_entailed_hypotheses():
         # one slot changed: the words that differ are one name or one month, the rest kept
         old, new = src["hypothesis"].split(), r["hypothesis"].split()
         assert len(set(old) - set(new)) <= 2 and any(w[:1].isupper() for w in set(new) - set(old))
+
+
+def test_nli_sweep_slot_recipes_and_held_out_all(tiny_base, tmp_path):
+    """A stage-2 recipe ``LR:EPOCHS:slots`` trains on the slot-swap pairs too (more training
+    rows than the same recipe without them), and ``--held-out-all`` scores every recipe on the
+    held-out split without changing which one is chosen (that stays the selection split's)."""
+    import subprocess
+    import sys
+
+    from rrag_kernels import train_nli
+
+    root = Path(__file__).resolve().parents[1]
+    data = _sweep_data(tmp_path)
+    out = tmp_path / "sweep"
+    proc = subprocess.run(
+        [sys.executable, str(root / "tools" / "nli_sweep.py"), "--data-dir", str(data), "--base", str(tiny_base),
+         "--out", str(out), "--device", "cpu", "--seeds", "0", "--stage1-epochs", "0",
+         "--stage2", "1e-3:1:slots", "--baseline", "1e-3:1", "--workers", "1", "--held-out-all",
+         "--csv", str(tmp_path / "sweep.csv")],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads((out / "sweep.json").read_text())
+    by_key = {r["recipe"]: r for r in meta["records"]}
+    assert set(by_key) == {"s1=0 lr=0.001 ep=1 +slots", "s1=0 lr=0.001 ep=1"}
+    slots, plain = by_key["s1=0 lr=0.001 ep=1 +slots"], by_key["s1=0 lr=0.001 ep=1"]
+    assert slots["augment_slots"] is True and plain["augment_slots"] is False
+    train_rows = train_nli.load_pairs(data, train_nli.TRAIN_FILES)
+    assert plain["n_train"] == len(train_rows) + len(train_nli.augment(train_rows, 0))
+    assert slots["n_train"] == plain["n_train"] + len(train_nli.slot_swap_augment(train_rows, 0))
+    assert slots["n_train"] > plain["n_train"]
+    assert set(meta["held_out"]) == set(by_key)
+    best = max(meta["summary"], key=lambda k: (round(meta["summary"][k]["selection_accuracy_mean"], 6),
+                                               -by_key[k]["epochs"]))
+    assert meta["summary"][meta["chosen"]["recipe"]]["selection_accuracy_mean"] == \
+        meta["summary"][best]["selection_accuracy_mean"]
+    import csv
+
+    with (tmp_path / "sweep.csv").open(encoding="utf-8") as fh:
+        table = list(csv.DictReader(fh))
+    assert sorted(r["recipe"] for r in table) == sorted(by_key)
+    assert [int(r["chosen"]) for r in table].count(1) == 1
+    for r in table:
+        rec = by_key[r["recipe"]]
+        assert float(r["selection_accuracy"]) == round(rec["selection"]["accuracy"], 4)
+        assert float(r["held_out_accuracy"]) == round(meta["held_out"][r["recipe"]]["seed0"]["accuracy"], 4)
+
+
+@pytest.mark.parametrize("text", ["4e-5", "4e-5:5:slot", "x:5", "4e-5:0", "4e-5:5:slots:1", "2:5"])
+def test_nli_sweep_rejects_malformed_stage2_recipes(text):
+    import argparse
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("nli_sweep_tool", root / "tools" / "nli_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod._parse_stage2("4e-5:5") == (4e-5, 5, False)
+    assert mod._parse_stage2("4e-5:5:slots") == (4e-5, 5, True)
+    with pytest.raises(argparse.ArgumentTypeError, match="LR:EPOCHS|lr must"):
+        mod._parse_stage2(text)

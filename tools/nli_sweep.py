@@ -19,7 +19,11 @@ What is scored on which split, so that no held-out number chose anything:
 * the recipe with the best mean selection accuracy over the seeds (all seeds finished) is
   chosen, and within it the seed with the best selection accuracy;
 * only then is the held-out split (``train_5.jsonl``) scored: for every seed of the chosen
-  recipe and of the packaged recipe (the baseline, ``--baseline``).
+  recipe and of the packaged recipe (the baseline, ``--baseline``); with ``--held-out-all``
+  every other recipe too, for the record (it chooses nothing).
+
+A stage-2 recipe ``LR:EPOCHS:slots`` also trains on :func:`rrag_kernels.train_nli.slot_swap_augment`'s
+pairs (``train_nli --augment-slots``).
 
 Writes ``DIR/sweep.json`` (every record, the choice and the held-out scores) and the chosen
 model's weights except the word-embedding table (frozen in this recipe, hence equal to the
@@ -48,16 +52,21 @@ logger = logging.getLogger("rrag_kernels.nli_sweep")
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 
 
-def _recipe_key(stage1_epochs: int, lr: float, epochs: int) -> str:
-    return f"s1={stage1_epochs} lr={lr:g} ep={epochs}"
+def _recipe_key(stage1_epochs: int, lr: float, epochs: int, slots: bool = False) -> str:
+    return f"s1={stage1_epochs} lr={lr:g} ep={epochs}" + (" +slots" if slots else "")
 
 
-def _parse_stage2(text: str) -> tuple[float, int]:
+def _parse_stage2(text: str) -> tuple[float, int, bool]:
+    """``LR:EPOCHS`` or ``LR:EPOCHS:slots`` (also train on ``slot_swap_augment``'s pairs)."""
+    parts = text.split(":")
     try:
-        lr, epochs = text.split(":")
-        value = (float(lr), int(epochs))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not LR:EPOCHS (e.g. 4e-5:5)") from None
+        if len(parts) == 3 and parts[2] != "slots":
+            raise ValueError
+        value = (float(parts[0]), int(parts[1]), len(parts) == 3)
+        if len(parts) not in (2, 3):
+            raise ValueError
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not LR:EPOCHS[:slots] (e.g. 4e-5:5)") from None
     if not (0 < value[0] < 1) or value[1] < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: lr must be in (0, 1) and epochs >= 1")
     return value
@@ -80,6 +89,7 @@ def _job(spec: dict[str, Any]) -> list[dict[str, Any]]:
     if spec["limit_train"]:
         train_rows = train_rows[: spec["limit_train"]]
     rows = list(train_rows) + tn.augment(train_rows, seed)
+    slot_rows = tn.slot_swap_augment(train_rows, seed) if any(r[2] for r in spec["stage2"]) else []
     sel_rows = tn.load_pairs(spec["data_dir"], spec["select_files"])
     s1_loss: list[float] = []
     n_stage1 = 0
@@ -91,27 +101,28 @@ def _job(spec: dict[str, Any]) -> list[dict[str, Any]]:
         s1_loss = tn.train_model(model, tokenizer, stage1, s1_cfg, progress=False)
     t_stage1 = time.perf_counter() - t0
     records = []
-    for lr, epochs in spec["stage2"]:
+    for lr, epochs, slots in spec["stage2"]:
         t1 = time.perf_counter()
         m = copy.deepcopy(model)
-        cfg = tn.TrainConfig(**{**base_cfg.__dict__, "lr": lr, "epochs": epochs})
-        losses = tn.train_model(m, tokenizer, rows, cfg, progress=False)
+        cfg = tn.TrainConfig(**{**base_cfg.__dict__, "lr": lr, "epochs": epochs, "augment_slots": slots})
+        stage2_rows = rows + slot_rows if slots else rows
+        losses = tn.train_model(m, tokenizer, stage2_rows, cfg, progress=False)
         logits = tn.predict_logits(m, tokenizer, [r["premise"] for r in sel_rows],
                                    [r["hypothesis"] for r in sel_rows])
         pred = logits.argmax(1)
         ev = tn.evaluate(pred, [r["label"] for r in sel_rows])
         rec = {
-            "recipe": _recipe_key(s1_epochs, lr, epochs), "seed": seed, "stage1_epochs": s1_epochs,
+            "recipe": _recipe_key(s1_epochs, lr, epochs, slots), "seed": seed, "stage1_epochs": s1_epochs,
             "stage1_pairs": n_stage1, "stage1_loss": [round(x, 5) for x in s1_loss], "lr": lr,
-            "epochs": epochs, "epoch_loss": [round(x, 5) for x in losses],
-            "n_train": len(rows), "selection": {"files": spec["select_files"], "accuracy": ev["accuracy"],
+            "epochs": epochs, "augment_slots": slots, "epoch_loss": [round(x, 5) for x in losses],
+            "n_train": len(stage2_rows), "selection": {"files": spec["select_files"], "accuracy": ev["accuracy"],
                                                  "macro_f1": ev["macro_f1"],
                                                  "minimal_edit": tn.minimal_edit_recall(pred, sel_rows)},
             "seconds_stage1": round(t_stage1, 1), "seconds": round(time.perf_counter() - t1, 1),
         }
         weights = {k: v.detach().float().cpu().contiguous() for k, v in m.state_dict().items()
                    if not k.endswith(WORD_EMBEDDINGS)}
-        path = Path(spec["work"]) / f"{rec['recipe'].replace(' ', '_')}_seed{seed}.safetensors"
+        path = Path(spec["work"]) / f"{rec['recipe'].replace(' ', '_').replace('+', '')}_seed{seed}.safetensors"
         save_file(weights, str(path))
         rec["weights"] = str(path)
         records.append(rec)
@@ -202,7 +213,7 @@ def rebuild(sweep_dir: Path, base: Path, to: Path) -> Path:
         "seed": rec["seed"],
         "epochs": rec["epochs"],
         "recipe": {"batch_size": 16, "lr": rec["lr"], "weight_decay": 0.01, "warmup": 0.1, "max_length": 128,
-                   "augment": True, "threads": 1, "freeze_embeddings": True, "device": meta["device"]},
+                   "augment": True, "augment_slots": rec.get("augment_slots", False), "threads": 1, "freeze_embeddings": True, "device": meta["device"]},
         "train_files": meta["train_files"],
         "n_train_augmented_total": rec["n_train"],
         "epoch_loss": rec["epoch_loss"],
@@ -222,10 +233,44 @@ def rebuild(sweep_dir: Path, base: Path, to: Path) -> Path:
     return to
 
 
+CSV_FIELDS = ("date", "device_name", "torch_version", "recipe", "seed", "stage1_pairs", "selection_files",
+              "selection_accuracy", "selection_minimal_edit", "held_out_files", "held_out_accuracy",
+              "held_out_minimal_edit", "chosen", "seconds_stage1", "seconds_stage2")
+
+
+def append_csv(meta: dict[str, Any], path: Path, date: str) -> int:
+    """Append one row per (recipe, seed) record of a sweep's ``meta`` to ``path`` (header
+    written when the file is new); held-out columns are empty where that split was not
+    scored. Returns the number of rows written."""
+    import csv
+
+    chosen = meta.get("chosen") or {}
+    new = not path.exists()
+    with path.open("a", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        if new:
+            w.writeheader()
+        for r in sorted(meta["records"], key=lambda r: (r["recipe"], r["seed"])):
+            held = meta.get("held_out", {}).get(r["recipe"], {}).get(f"seed{r['seed']}")
+            w.writerow({
+                "date": date, "device_name": meta.get("device_name"), "torch_version": meta.get("torch_version"),
+                "recipe": r["recipe"], "seed": r["seed"], "stage1_pairs": r["stage1_pairs"],
+                "selection_files": " ".join(meta["select_files"]),
+                "selection_accuracy": round(r["selection"]["accuracy"], 4),
+                "selection_minimal_edit": round(r["selection"]["minimal_edit"]["recall"], 4),
+                "held_out_files": " ".join(meta["val_files"]) if held else "",
+                "held_out_accuracy": round(held["accuracy"], 4) if held else "",
+                "held_out_minimal_edit": round(held["minimal_edit"]["recall"], 4) if held else "",
+                "chosen": int(chosen.get("recipe") == r["recipe"] and chosen.get("seed") == r["seed"]),
+                "seconds_stage1": r["seconds_stage1"], "seconds_stage2": r["seconds"],
+            })
+    return len(meta["records"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/nli_sweep.py", description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path)
-    parser.add_argument("--base", type=Path, required=True, help="base checkpoint folder (all-MiniLM-L6-v2)")
+    parser.add_argument("--base", type=Path, default=None, help="base checkpoint folder (all-MiniLM-L6-v2)")
     parser.add_argument("--vitaminc", type=Path, default=None, help="VitaminC task.json or task.json.gz")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--device", default="cuda")
@@ -234,20 +279,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage1-pairs", type=int, default=None, help="balanced subsample (default all)")
     parser.add_argument("--stage1-lr", type=float, default=4e-5)
     parser.add_argument("--stage1-batch-size", type=int, default=32)
-    parser.add_argument("--stage2", type=_parse_stage2, nargs="+", default=[(4e-5, 5)], metavar="LR:EPOCHS")
-    parser.add_argument("--baseline", type=_parse_stage2, default=(4e-5, 5), metavar="LR:EPOCHS",
+    parser.add_argument("--stage2", type=_parse_stage2, nargs="+", default=[(4e-5, 5, False)],
+                        metavar="LR:EPOCHS[:slots]")
+    parser.add_argument("--baseline", type=_parse_stage2, default=(4e-5, 5, False), metavar="LR:EPOCHS",
                         help="the packaged recipe (stage-1 epochs 0), also scored held out")
     parser.add_argument("--select-files", nargs="+", default=["train_7.jsonl"])
     parser.add_argument("--val-files", nargs="+", default=["train_5.jsonl"])
+    parser.add_argument("--held-out-all", action="store_true",
+                        help="also score every other recipe on the held-out split (reported only: the "
+                             "choice is still made on the selection split)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--deadline-s", type=float, default=1e9, help="stop waiting for jobs after this")
     parser.add_argument("--work", type=Path, default=None, help="per-run weights (default OUT/work)")
     parser.add_argument("--shard-mb", type=float, default=15.0)
     parser.add_argument("--limit-train", type=int, default=0, help="dry runs: first N training pairs only")
+    parser.add_argument("--csv", type=Path, default=None,
+                        help="append one row per (recipe, seed) to this CSV (e.g. benchmarks/results/nli_sweep.csv)")
+    parser.add_argument("--csv-from", type=Path, default=None, metavar="SWEEP_DIR",
+                        help="only append an earlier sweep's DIR/sweep.json to --csv")
     parser.add_argument("--rebuild", type=Path, default=None, metavar="SWEEP_DIR")
     parser.add_argument("--to", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.csv_from is not None:
+        if args.csv is None:
+            parser.error("--csv-from needs --csv")
+        meta = json.loads((args.csv_from / "sweep.json").read_text(encoding="utf-8"))
+        date = time.strftime("%Y-%m-%d", time.gmtime((args.csv_from / "sweep.json").stat().st_mtime))
+        print(append_csv(meta, args.csv, date), "rows ->", args.csv)
+        return 0
+    if args.base is None:
+        parser.error("--base is required (except with --csv-from)")
     if args.rebuild is not None:
         if args.to is None:
             parser.error("--rebuild needs --to")
@@ -329,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         best_rec = max(by_recipe[best], key=lambda r: (r["selection"]["accuracy"], -r["seed"]))
         baseline = _recipe_key(0, *args.baseline)
         held: dict[str, Any] = {}
-        for key in dict.fromkeys([best, baseline]):
+        for key in dict.fromkeys([best, baseline] + (sorted(by_recipe) if args.held_out_all else [])):
             for r in by_recipe.get(key, []):
                 held.setdefault(key, {})[f"seed{r['seed']}"] = _held_out(common, r["weights"])
             if key in held:
@@ -343,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                     held.get(best, {}).get(f"seed{best_rec['seed']}", {}).get("accuracy"))
     meta["seconds"] = round(time.perf_counter() - t0, 1)
     (out / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    if args.csv is not None and records:
+        append_csv(meta, args.csv, time.strftime("%Y-%m-%d", time.gmtime()))
     print(json.dumps({k: meta[k] for k in ("summary", "held_out", "seconds") if k in meta}, indent=1))
     if errors:
         print(f"{len(errors)} job(s) failed; see sweep.json", file=sys.stderr)
