@@ -444,3 +444,24 @@ def test_nli_sweep_rejects_malformed_stage2_recipes(text):
     assert mod._parse_stage2("4e-5:5:slots") == (4e-5, 5, True)
     with pytest.raises(argparse.ArgumentTypeError, match="LR:EPOCHS|lr must"):
         mod._parse_stage2(text)
+
+
+def test_nli_sweep_cli_mistakes_are_usage_errors(tmp_path):
+    """A missing or foreign sweep folder is an argparse error (exit 2, no traceback)."""
+    import subprocess
+    import sys
+
+    tool = str(Path(__file__).resolve().parents[1] / "tools" / "nli_sweep.py")
+    (tmp_path / "sweep.json").write_text("[]\n", encoding="utf-8")
+    cases = [
+        (["--csv-from", str(tmp_path / "none"), "--csv", str(tmp_path / "x.csv")], "--csv-from: cannot read"),
+        (["--csv-from", str(tmp_path), "--csv", str(tmp_path / "x.csv")], "not a sweep's record"),
+        (["--csv-from", str(tmp_path)], "--csv-from needs --csv"),
+        (["--rebuild", str(tmp_path / "none"), "--base", str(tmp_path), "--to", str(tmp_path / "o")], "does not exist"),
+        (["--data-dir", str(tmp_path), "--out", str(tmp_path / "o")], "--base is required"),
+    ]
+    for args, message in cases:
+        proc = subprocess.run([sys.executable, tool, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, (args, proc.stderr[-500:])
+        assert message in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr[-500:])
+    assert not (tmp_path / "x.csv").exists()

@@ -304,7 +304,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv_from is not None:
         if args.csv is None:
             parser.error("--csv-from needs --csv")
-        meta = json.loads((args.csv_from / "sweep.json").read_text(encoding="utf-8"))
+        try:
+            meta = json.loads((args.csv_from / "sweep.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            parser.error(f"--csv-from: cannot read {args.csv_from / 'sweep.json'} ({exc})")
+        if not isinstance(meta, dict) or not isinstance(meta.get("records"), list):
+            parser.error(f"--csv-from: {args.csv_from / 'sweep.json'} is not a sweep's record (no 'records' list)")
         date = time.strftime("%Y-%m-%d", time.gmtime((args.csv_from / "sweep.json").stat().st_mtime))
         print(append_csv(meta, args.csv, date), "rows ->", args.csv)
         return 0
@@ -313,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rebuild is not None:
         if args.to is None:
             parser.error("--rebuild needs --to")
+        if not (args.rebuild / "sweep.json").is_file():
+            parser.error(f"--rebuild: {args.rebuild / 'sweep.json'} does not exist")
+        if "chosen" not in json.loads((args.rebuild / "sweep.json").read_text(encoding="utf-8")):
+            parser.error(f"--rebuild: {args.rebuild / 'sweep.json'} chose no model (no recipe finished every seed)")
         print(rebuild(args.rebuild, args.base, args.to))
         return 0
     if args.data_dir is None or args.out is None:
