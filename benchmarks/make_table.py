@@ -88,6 +88,21 @@ def hardware_heading(rows: list[dict[str, str]]) -> str:
     return f"**{r['machine']}{cores}{threads}** - " + "; ".join(p for p in parts if p)
 
 
+def _floor(row: dict[str, str], short: bool = False) -> str:
+    """The "of floor" cell; "-" for rows without a roofline floor (bench_defend's end-to-end
+    defend / defend_batch rows record none: their time is mostly the NLI model's)."""
+    if not row.get("floor_fraction"):
+        return "-"
+    if short:
+        return f"{float(row['floor_fraction']):.2f}"
+    return f"{float(row['floor_fraction']):.2f} ({row['floor_bound']}, {_ms(row['floor_ms'])} ms)"
+
+
+def _throughput(row: dict[str, str]) -> str:
+    """The throughput cell; "-" where the row records none (the end-to-end defend rows)."""
+    return f"{float(row['throughput']):.1f} {row['throughput_unit']}" if row.get("throughput") else "-"
+
+
 def compact_table(rows: list[dict[str, str]]) -> list[str]:
     by_case: dict[tuple, list[dict[str, str]]] = defaultdict(list)
     for row in rows:
@@ -108,7 +123,7 @@ def compact_table(rows: list[dict[str, str]]) -> list[str]:
             speed = f"{float(best['median_ms']) / float(r['median_ms']):.2f}x" if best else "-"
             out.append(f"| {kernel} | {shape} | {best_txt} | {r['provider']} {_ms(r['median_ms'])} "
                        f"({_ms(r['p20_ms'])}-{_ms(r['p80_ms'])}) | {speed} | "
-                       f"{float(r['floor_fraction']):.2f} ({r['floor_bound']}, {_ms(r['floor_ms'])} ms) |")
+                       f"{_floor(r)} |")
     return out
 
 
@@ -125,8 +140,8 @@ def full_table(rows: list[dict[str, str]]) -> list[str]:
         for r in sorted(case, key=lambda r: (KIND_ORDER.get(r["kind"], 9), float(r["median_ms"]))):
             name = r["provider"] if r["kind"] != "baseline" else f"{r['provider']} (baseline)"
             out.append(f"| {kernel} | {shape} | {name} | {_ms(r['median_ms'])} ({_ms(r['p20_ms'])}-"
-                       f"{_ms(r['p80_ms'])}) | {float(r['throughput']):.1f} {r['throughput_unit']} | "
-                       f"{best / float(r['median_ms']):.2f}x | {float(r['floor_fraction']):.2f} |")
+                       f"{_ms(r['p80_ms'])}) | {_throughput(r)} | "
+                       f"{best / float(r['median_ms']):.2f}x | {_floor(r, short=True)} |")
     return out
 
 
@@ -197,7 +212,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     modes = set(args.mode.split(","))
-    rows = [r for r in read_rows(paths) if r.get("mode", "full") in modes
+    all_rows = read_rows(paths)
+    foreign = sorted({r["_file"] for r in all_rows if not {"machine", "kernel", "kind", "median_ms"} <= set(r)})
+    if foreign:
+        # gpu_tune.csv and nli_sweep.csv keep other columns (tile grids, NLI recipes): read them as CSV.
+        parser.error(f"{', '.join(foreign)}: not a benchmark timing file (needs machine, kernel, kind and "
+                     "median_ms columns)")
+    rows = [r for r in all_rows if r.get("mode", "full") in modes
             and (not args.kernel or r["kernel"] in args.kernel)
             and (not args.machine or args.machine in r["machine"])]
     if not rows:
