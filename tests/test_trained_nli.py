@@ -390,6 +390,7 @@ def test_nli_sweep_slot_recipes_and_held_out_all(tiny_base, tmp_path):
     """A stage-2 recipe ``LR:EPOCHS:slots`` trains on the slot-swap pairs too (more training
     rows than the same recipe without them), and ``--held-out-all`` scores every recipe on the
     held-out split without changing which one is chosen (that stays the selection split's)."""
+    import csv
     import subprocess
     import sys
 
@@ -419,8 +420,6 @@ def test_nli_sweep_slot_recipes_and_held_out_all(tiny_base, tmp_path):
                                                -by_key[k]["epochs"]))
     assert meta["summary"][meta["chosen"]["recipe"]]["selection_accuracy_mean"] == \
         meta["summary"][best]["selection_accuracy_mean"]
-    import csv
-
     with (tmp_path / "sweep.csv").open(encoding="utf-8") as fh:
         table = list(csv.DictReader(fh))
     assert sorted(r["recipe"] for r in table) == sorted(by_key)
@@ -458,6 +457,7 @@ def test_nli_sweep_cli_mistakes_are_usage_errors(tmp_path):
         (["--csv-from", str(tmp_path), "--csv", str(tmp_path / "x.csv")], "not a sweep's record"),
         (["--csv-from", str(tmp_path)], "--csv-from needs --csv"),
         (["--rebuild", str(tmp_path / "none"), "--base", str(tmp_path), "--to", str(tmp_path / "o")], "does not exist"),
+        (["--rebuild", str(tmp_path), "--base", str(tmp_path), "--to", str(tmp_path / "o")], "--rebuild: cannot read"),
         (["--data-dir", str(tmp_path), "--out", str(tmp_path / "o")], "--base is required"),
     ]
     for args, message in cases:

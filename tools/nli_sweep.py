@@ -88,8 +88,6 @@ def _job(spec: dict[str, Any]) -> list[dict[str, Any]]:
     train_rows = tn.load_pairs(spec["data_dir"], spec["train_files"])
     if spec["limit_train"]:
         train_rows = train_rows[: spec["limit_train"]]
-    rows = list(train_rows) + tn.augment(train_rows, seed)
-    slot_rows = tn.slot_swap_augment(train_rows, seed) if any(r[2] for r in spec["stage2"]) else []
     sel_rows = tn.load_pairs(spec["data_dir"], spec["select_files"])
     s1_loss: list[float] = []
     n_stage1 = 0
@@ -105,7 +103,7 @@ def _job(spec: dict[str, Any]) -> list[dict[str, Any]]:
         t1 = time.perf_counter()
         m = copy.deepcopy(model)
         cfg = tn.TrainConfig(**{**base_cfg.__dict__, "lr": lr, "epochs": epochs, "augment_slots": slots})
-        stage2_rows = rows + slot_rows if slots else rows
+        stage2_rows = tn.training_rows(train_rows, seed, augment_slots=slots)
         losses = tn.train_model(m, tokenizer, stage2_rows, cfg, progress=False)
         logits = tn.predict_logits(m, tokenizer, [r["premise"] for r in sel_rows],
                                    [r["hypothesis"] for r in sel_rows])
@@ -282,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage1-batch-size", type=int, default=32)
     parser.add_argument("--stage2", type=_parse_stage2, nargs="+", default=[(4e-5, 5, False)],
                         metavar="LR:EPOCHS[:slots]")
-    parser.add_argument("--baseline", type=_parse_stage2, default=(4e-5, 5, False), metavar="LR:EPOCHS",
+    parser.add_argument("--baseline", type=_parse_stage2, default=(4e-5, 5, False), metavar="LR:EPOCHS[:slots]",
                         help="the packaged recipe (stage-1 epochs 0), also scored held out")
     parser.add_argument("--select-files", nargs="+", default=["train_7.jsonl"])
     parser.add_argument("--val-files", nargs="+", default=["train_5.jsonl"])
@@ -321,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--rebuild needs --to")
         if not (args.rebuild / "sweep.json").is_file():
             parser.error(f"--rebuild: {args.rebuild / 'sweep.json'} does not exist")
-        if "chosen" not in json.loads((args.rebuild / "sweep.json").read_text(encoding="utf-8")):
+        try:
+            chosen = json.loads((args.rebuild / "sweep.json").read_text(encoding="utf-8")).get("chosen")
+        except (OSError, ValueError, AttributeError) as exc:
+            parser.error(f"--rebuild: cannot read {args.rebuild / 'sweep.json'} ({exc})")
+        if not chosen:
             parser.error(f"--rebuild: {args.rebuild / 'sweep.json'} chose no model (no recipe finished every seed)")
         print(rebuild(args.rebuild, args.base, args.to))
         return 0

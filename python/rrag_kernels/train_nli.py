@@ -368,6 +368,17 @@ def slot_swap_augment(rows: Sequence[dict[str, Any]], seed: int = 0) -> list[dic
     return out
 
 
+def training_rows(train_rows: Sequence[dict[str, Any]], seed: int, *, augment_pairs: bool = True,
+                  augment_slots: bool = False) -> list[dict[str, Any]]:
+    """The rows a recipe trains on: ``train_rows``, then :func:`augment`'s pairs (when
+    ``augment_pairs``), then :func:`slot_swap_augment`'s (when ``augment_slots``); both seeded
+    by ``seed``. Shared by :func:`run` and ``tools/nli_sweep.py`` so both train on the same rows."""
+    extra = augment(train_rows, seed) if augment_pairs else []
+    if augment_slots:
+        extra += slot_swap_augment(train_rows, seed)
+    return list(train_rows) + extra
+
+
 # --------------------------------------------------------------------------------------
 # Model
 # --------------------------------------------------------------------------------------
@@ -773,10 +784,8 @@ def run(data_dir: Path, out: Path, cfg: TrainConfig, *, base: Path | None = None
             raise ValueError(f"data: {len(overlap)} {name} pairs also occur in the training files")
     if keys(stack_rows) & keys(val_rows):
         raise ValueError("data: the stacking files share pairs with the validation files")
-    extra = augment(train_rows, cfg.seed) if cfg.augment else []
-    if cfg.augment_slots:
-        extra += slot_swap_augment(train_rows, cfg.seed)
-    rows = list(train_rows) + extra
+    rows = training_rows(train_rows, cfg.seed, augment_pairs=cfg.augment, augment_slots=cfg.augment_slots)
+    extra = rows[len(train_rows):]
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in LABEL2ID}
     logger.info("train_nli: %d training pairs (%d original + %d augmented; %s), %d validation pairs",
                 len(rows), len(train_rows), len(extra), counts, len(val_rows))
