@@ -111,7 +111,7 @@ def _mirage_eval(args: argparse.Namespace) -> int:
     print("falsehood: false claims / claims delivered; true delivered: true claims delivered / all true claims; "
           "undef = every claim delivered; purity: passage-level, kept claims of every run\n")
     print(format_report(report["shipped"], f"gate as shipped (r_max {params.r_max}, d_min {params.d_min}, "
-                                           f"min_support_share {params.min_support_share})"))
+                                           f"min_support_share {params.support_share_min})"))
     if "ceiling" in report:
         from .pipelines.mirage import format_ceiling
 

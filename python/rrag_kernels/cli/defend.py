@@ -92,6 +92,7 @@ def _param_item(text: str) -> tuple[str, Any]:
     if name not in kinds:
         raise argparse.ArgumentTypeError(f"{name!r} is not a MirageParams field")
     kind = kinds[name] if isinstance(kinds[name], str) else getattr(kinds[name], "__name__", "")
+    kind = kind.removesuffix(" | None")  # optional fields (None = the mode's default) take their type
     convert = {"int": int, "float": float, "str": str}.get(kind)
     if convert is None:
         raise argparse.ArgumentTypeError(f"{name!r} ({kind}) cannot be set from the command line")

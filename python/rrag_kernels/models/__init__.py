@@ -12,7 +12,7 @@ Implementations
     :class:`MiniLMEmbedder` (all-MiniLM-L6-v2, offline), :class:`HashingEmbedder` (model-free hashed bag of words), :class:`DenseRetriever` (exact
     inner-product search: faiss or the ``topk_cosine`` kernel), and the NLI scorers in
     :mod:`rrag_kernels.models.nli` (``nli.load(...)``, ``OnnxNLI``, ``CrossEncoderNLI``,
-    ``LexicalNLI``, ``EnsembleNLI``).
+    ``LexicalNLI``, ``EnsembleNLI``, ``LLMJudgeNLI``).
 LLMs (:mod:`.llm`)
     :class:`OpenAIChatLLM` (any OpenAI-compatible server over HTTP, standard library only),
     :class:`EmbeddedServer` / :class:`EmbeddedLLM` (SmolLM2-135M-Instruct on llama.cpp,

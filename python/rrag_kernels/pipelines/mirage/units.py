@@ -1,0 +1,184 @@
+"""Independent source units: which retrieved passages speak with one voice.
+
+Why
+---
+Counting passages as sources lets one writer vote many times: PoisonedRAG-style attacks put
+several paraphrases of one false statement on several domains, so each of their claims is
+"supported" by four other passages and the gate sees five domains. What a reader should
+count is independent sources. Two passages are taken to be one *unit* when
+
+- they share a registered domain (one publisher, one voice; passages without a URL have
+  the domain ``"unknown"`` and never join by it), or
+- their contents are near-duplicates or paraphrases: the cosine of their embeddings, with the
+  question's direction projected out (:func:`topic_residuals`: every passage shares the
+  question's topic, so raw cosines are high for agreeing and disagreeing passages alike), is
+  at least ``tau_dup`` (:func:`rrag_kernels.ops.cosine_matrix`);
+
+and units are the connected components of that relation (single linkage: a chain of
+paraphrases is one voice). A unit of two or more passages from two or more domains is
+*coordinated*: the same content under several names, which a syndicated wire story and a
+poisoning campaign both produce; either way it is one voice.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+import numpy as np
+
+from ...ops import cosine_matrix
+
+__all__ = ["content_terms", "coordinated_units", "source_units", "topic_residuals", "unconfirmed_consensus"]
+
+
+def topic_residuals(embeddings: np.ndarray, question: np.ndarray) -> np.ndarray:
+    """Passage embeddings with the question's direction removed, as float32.
+
+    Every passage retrieved for a question shares its topic, so raw cosines between them
+    are high whether or not they say the same thing; what is left after projecting out the
+    question's direction is what a passage says beyond the topic.
+
+    Parameters
+    ----------
+    embeddings : (n, d) float32
+    question : (d,) float32
+
+    Returns
+    -------
+    (n, d) float32 (rows of passages along the question become zero and join nothing)
+    """
+    e = np.asarray(embeddings, dtype=np.float64)
+    norms = np.linalg.norm(e, axis=1, keepdims=True)
+    e = np.divide(e, norms, out=np.zeros_like(e), where=norms > 0)
+    q = np.asarray(question, dtype=np.float64).reshape(-1)
+    qn = float(np.linalg.norm(q))
+    if qn > 0:
+        q = q / qn
+        e = e - np.outer(e @ q, q)
+    return e.astype(np.float32)
+
+
+def source_units(domains: Sequence[str], embeddings: np.ndarray | None, tau_dup: float) -> np.ndarray:
+    """Unit id of each passage: the smallest passage index of its connected component.
+
+    Parameters
+    ----------
+    domains : sequence of n str
+        Each passage's registered domain (``"unknown"`` joins nothing).
+    embeddings : (n, d) float32, optional
+        Passage embeddings; None (or ``tau_dup > 1``) joins by domain only.
+    tau_dup : float
+        Passages whose embedding cosine is >= tau_dup are one unit.
+
+    Returns
+    -------
+    (n,) int64
+    """
+    n = len(domains)
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    if embeddings is not None and n > 1 and tau_dup <= 1.0:
+        # Content first (a spoofed URL must not split a paraphrase group), average linkage over
+        # single passages: merge the two groups with the highest mean
+        # cosine while it is >= tau_dup (ties by the lower ids). Single linkage would chain a
+        # whole set of same-story reports into one voice.
+        sims = np.asarray(cosine_matrix(embeddings, embeddings), dtype=np.float64)
+        groups = {k: [k] for k in range(n)}
+        while len(groups) > 1:
+            best, pair = -np.inf, None
+            keys = sorted(groups)
+            for x in range(len(keys)):
+                for y in range(x + 1, len(keys)):
+                    m = float(sims[np.ix_(groups[keys[x]], groups[keys[y]])].mean())
+                    if m > best:
+                        best, pair = m, (keys[x], keys[y])
+            if best < tau_dup:
+                break
+            a, b = pair
+            union(a, b)
+            groups[find(a)] = groups.pop(a) + groups.pop(b)
+    first: dict[str, int] = {}
+    for k, d in enumerate(domains):
+        if d == "unknown":
+            continue
+        if d in first:
+            union(first[d], k)
+        else:
+            first[d] = k
+    return np.array([find(k) for k in range(n)], dtype=np.int64)
+
+
+def coordinated_units(units: np.ndarray, domains: Sequence[str]) -> set[int]:
+    """The unit ids whose passages span two or more distinct domains (``"unknown"`` counts as
+    a domain of its own per passage, since nothing says two unknown passages share one)."""
+    seen: dict[int, set[str]] = {}
+    for k, (u, d) in enumerate(zip(np.asarray(units).tolist(), domains)):
+        seen.setdefault(int(u), set()).add(d if d != "unknown" else f"unknown#{k}")
+    return {u for u, ds in seen.items() if len(ds) >= 2}
+
+
+# Words that say nothing a source could be the only one to assert.
+_STOPWORDS = frozenset("""a an the of in on at to for by with from and or but nor so yet is are was were be been
+being am has have had having do does did doing it its it's this that these those as not no than then there
+their theirs they them he him his she her hers we us our you your i me my which what who whom whose when where
+why how will would can could should may might must shall about after before over under into out up down more
+most some such also just very says said say according new one two its own other any all each both few many much
+per via while during since until""".split())
+_WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*", re.UNICODE)
+
+
+def content_terms(text: str) -> set[str]:
+    """The content words of a text: lower-cased word tokens (numbers keep their decimal point
+    and thousands separators, so ``1.4`` is not ``14``), stop words removed, a plural ``s``
+    stripped from words longer than three letters."""
+    out = set()
+    for w in _WORD.findall(text.lower()):
+        if w in _STOPWORDS:
+            continue
+        if len(w) > 3 and w.endswith("s") and not w[-2].isdigit():
+            w = w[:-1]
+        out.add(w)
+    return out
+
+
+def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str], question: str,
+                          share: float) -> set[str]:
+    """What a unit of several passages agrees on that nobody outside it says.
+
+    Parameters
+    ----------
+    unit_texts : the unit's passage texts
+    outside_texts : the texts of every other passage of the set
+    question : str, whose own words are never a unit's message
+    share : float in (0, 1]
+        A term is the unit's consensus when at least ``ceil(share * len(unit_texts))`` of its
+        passages contain it.
+
+    Returns
+    -------
+    set of str
+        Consensus terms (:func:`content_terms`) absent from the question and from every
+        outside text: the content only this one voice asserts, however many passages repeat it.
+    """
+    need = max(1, math.ceil(share * len(unit_texts)))
+    counts: dict[str, int] = {}
+    for t in unit_texts:
+        for w in content_terms(t):
+            counts[w] = counts.get(w, 0) + 1
+    outside = content_terms(question)
+    for t in outside_texts:
+        outside |= content_terms(t)
+    return {w for w, c in counts.items() if c >= need and w not in outside}
