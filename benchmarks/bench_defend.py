@@ -1,12 +1,15 @@
 """End-to-end MIRAGE defense time and the default NLI scorer's throughput (issue 10).
 
 What a user pays per question: ``MirageDefense().defend(question, passages)`` with the
-default (offline) judge, at 8 and at 20 passages, in both modes, and ``defend_batch`` over
+default (offline) judge, at 10 and at 20 passages, in both modes, and ``defend_batch`` over
 16 questions (whose NLI is one pass over the distinct pairs of all items); and the default
 scorer's pairs/s on a query's cross-source claim pairs (as many as the defense scores). The
-passages are the dev set's (``../shared/data/polluted_dev.jsonl``: 8 = a question's mixed
-regime, 20 = its 16 passages and 4 of the next question's), else the packaged sample
-repeated. Medians of repeated calls, timed by ``harness.time_providers``; rows appended to
+passages (``--data``): ``realtimeqa`` (default; ``../shared/data/realtimeqa_dev.jsonl``,
+real web snippets: 10 = a question's mixed regime, 5 attacker passages and 5 results; 20 =
+its 10 results, the 5 attacker passages and 5 results of the next question) or ``polluted``
+(``polluted_dev.jsonl``: 10 = 8 of a question's mixed regime and 2 of its other passages,
+20 = its 16 passages and 4 of the next question's), else the packaged sample repeated.
+``--load N`` runs N busy-looping processes while timing (a busy machine). Medians of repeated calls, timed by ``harness.time_providers``; rows appended to
 ``benchmarks/results/mirage.csv`` (kernel ``defend`` / ``defend_batch`` / ``nli_pairs``).
 Timing never asserts anything.
 
@@ -28,24 +31,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 
 DEV = harness.REPO_ROOT.parent / "shared" / "data" / "polluted_dev.jsonl"
+REALTIMEQA = harness.REPO_ROOT.parent / "shared" / "data" / "realtimeqa_dev.jsonl"
 
 
-def _questions() -> tuple[list[dict], str]:
-    """(items with question and 16+ passages, where they came from)."""
+def _questions(data: str = "realtimeqa") -> tuple[list[dict], str]:
+    """(items with question and 20 passages, where they came from)."""
     from rrag_kernels.pipelines.mirage import PASSAGE_KEYS
 
     def shown(ps):
         return [{k: p.get(k) for k in PASSAGE_KEYS} for p in ps]
 
+    if data == "realtimeqa" and REALTIMEQA.is_file():
+        rows = [json.loads(line) for line in REALTIMEQA.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [r for r in rows if r.get("poison_urls") == "unknown"]
+        out = []
+        for r, nxt in zip(rows, rows[1:] + rows[:1]):
+            mixed = shown(r["regimes"]["mixed"])
+            twenty = shown(r["regimes"]["clean"]) + mixed[:5] + shown(nxt["regimes"]["clean"])[:5]
+            out.append({"question": r["question"], "ten": mixed, "passages": twenty})
+        return out, str(REALTIMEQA.name)
     if DEV.is_file():
         rows = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
-        return [{"question": r["question"], "passages": shown(r["passages"])} for r in rows], str(DEV.name)
+        items = [{"question": r["question"], "passages": shown(r["passages"])} for r in rows]
+        for it, nxt in zip(items, items[1:] + items[:1]):
+            it["ten"] = it["passages"][8:16] + it["passages"][:2]
+            it["passages"] = (it["passages"] + nxt["passages"])[:20]
+        return items, str(DEV.name)
     sample = json.loads(resources.files("rrag_kernels").joinpath("data/mirage_sample.json").read_text())
     items = sample["questions"]
     out = []
     for it in items:
         ps = shown(it["passages"])
-        out.append({"question": it["question"], "passages": (ps * (20 // max(len(ps), 1) + 1))[:20]})
+        twenty = (ps * (20 // max(len(ps), 1) + 1))[:20]
+        out.append({"question": it["question"], "ten": twenty[:10], "passages": twenty})
     return out, "packaged mirage_sample.json (passages repeated)"
 
 
@@ -71,13 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats; rows to mirage-quick.csv")
     parser.add_argument("--nli", default=None, help="NLI scorer name or path (default: the packaged default)")
     parser.add_argument("--no-csv", action="store_true")
+    parser.add_argument("--data", choices=("realtimeqa", "polluted"), default="realtimeqa",
+                        help="where the passages come from (default realtimeqa: real web snippets)")
+    parser.add_argument("--load", type=int, default=0, metavar="N",
+                        help="busy-looping processes running while timing (default 0: a quiet machine)")
     args = parser.parse_args(argv)
+    if args.load < 0:
+        parser.error(f"--load: expected an integer >= 0, got {args.load}")
     rk = harness.import_rrag()
     from rrag_kernels.models import nli as nli_module
-    from rrag_kernels.pipelines.mirage import MirageDefense
 
     scorer = nli_module.load(args.nli)
-    items, origin = _questions()
+    items, origin = _questions(args.data)
     repeats = 3 if args.quick else 7
     # Calls take seconds: one call per block, `repeats` rounds (3 at least).
     plan = harness.TimingPlan(repeats=repeats, min_repeats=3, max_s_per_provider=600.0, block_s=0.0,
@@ -85,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = harness.machine_info(rk.get_num_threads(), rk)
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     rows, mode_name = [], "quick" if args.quick else "full"
-    print(f"judge: {scorer!r}; passages from {origin}")
+    print(f"judge: {scorer!r}; passages from {origin}; {args.load} busy processes")
 
     def row(kernel, provider, shape, med, p20, p80, throughput="", unit=""):
         rows.append({**meta, "timestamp": stamp, "mode": mode_name, "kernel": kernel, "provider": provider,
@@ -95,32 +118,58 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {kernel:<13} {provider:<24} {shape:<40} {med * 1e3:9.1f} ms  (p20 {p20 * 1e3:.1f}, p80 "
               f"{p80 * 1e3:.1f}) {throughput} {unit}")
 
-    first, second = items[0], items[1 % len(items)]
-    cases = {8: first["passages"][8:16] if len(first["passages"]) >= 16 else first["passages"][:8],
-             20: (first["passages"] + second["passages"])[:20]}
+    burners = _start_load(args.load)
+    try:
+        _run(args, scorer, items, plan, row)
+    finally:
+        for b in burners:
+            b.terminate()
+    if not args.no_csv:
+        path = harness.RESULTS_DIR / ("mirage-quick.csv" if args.quick else "mirage.csv")
+        harness.append_csv(path, rows)
+        print(f"{len(rows)} rows appended to {path}")
+    return 0
+
+
+def _burn() -> None:
+    while True:
+        pass
+
+
+def _start_load(n: int) -> list:
+    import multiprocessing as mp
+
+    procs = [mp.Process(target=_burn, daemon=True) for _ in range(n)]
+    for proc in procs:
+        proc.start()
+    return procs
+
+
+def _run(args, scorer, items, plan, row) -> None:
+    from rrag_kernels.pipelines.mirage import MirageDefense
+
+    load = f", load {args.load}" if args.load else ""
+
+    first = items[0]
+    cases = {10: first["ten"], 20: first["passages"]}
     for mode in ("paper", "corroboration"):
         defense = MirageDefense(nli=scorer, mode=mode)
         for n, passages in cases.items():
             med, p20, p80 = _median_s(lambda: defense.defend(first["question"], passages), plan)
             res = defense.defend(first["question"], passages)
             row("defend", f"rrag-{mode}", f"{n} passages, {res.stats['n_claims']} claims, "
-                f"{res.stats['n_pairs']} pairs", med, p20, p80)
-        batch = [{"question": it["question"], "passages": it["passages"][8:16]} for it in items[:16]]
+                f"{res.stats['n_pairs']} pairs{load}", med, p20, p80)
+        batch = [{"question": it["question"], "passages": it["ten"]} for it in items[:16]]
         med, p20, p80 = _median_s(lambda: defense.defend_batch(batch, progress=False), plan)
-        row("defend_batch", f"rrag-{mode}", f"{len(batch)} questions x 8 passages", med, p20, p80,
+        row("defend_batch", f"rrag-{mode}", f"{len(batch)} questions x 10 passages{load}", med, p20, p80,
             f"{len(batch) / med:.2f}", "questions/s")
     # The default scorer on a 20-passage query's cross-source claim pairs, as many as the
     # corroboration defense scores there (both directions).
     result = MirageDefense(nli=scorer, mode="corroboration").defend(first["question"], cases[20])
     a, b = _cross_source_pairs(result, result.stats["n_pairs"])
     med, p20, p80 = _median_s(lambda: scorer.predict_proba(a, b), plan)
-    row("nli_pairs", type(scorer).__name__, f"{len(a)} cross-source claim pairs of a 20-passage query", med, p20,
-        p80, f"{len(a) / med:.1f}", "pairs/s")
-    if not args.no_csv:
-        path = harness.RESULTS_DIR / ("mirage-quick.csv" if args.quick else "mirage.csv")
-        harness.append_csv(path, rows)
-        print(f"{len(rows)} rows appended to {path}")
-    return 0
+    row("nli_pairs", type(scorer).__name__, f"{len(a)} cross-source claim pairs of a 20-passage query{load}", med,
+        p20, p80, f"{len(a) / med:.1f}", "pairs/s")
 
 
 if __name__ == "__main__":

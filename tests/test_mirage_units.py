@@ -113,3 +113,47 @@ def test_coordinated_paraphrases_count_as_one_voice(spoofed):
     assert reasons == {"asserted only by one coordinated source"}
     full = defense.defend(QUESTION, _passages(ATTACK, attack_urls))
     assert not full.gate_passed  # a set whose only voice is one coordinated unit delivers nothing
+
+
+class SameEmbedder:
+    """Every passage the same direction, orthogonal to the question: one content unit."""
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), 4), dtype=np.float32)
+        out[:, 1] = 1.0
+        out[0] = (1.0, 0.0, 0.0, 0.0)  # the question comes first
+        return out
+
+
+class MarkerNLI:
+    """Contradiction between two texts that carry different markers ``[A]`` / ``[B]``,
+    entailment otherwise."""
+
+    labels = ("entailment", "neutral", "contradiction")
+
+    def predict_proba(self, premises, hypotheses):
+        out = np.zeros((len(premises), 3), dtype=np.float32)
+        for n, (a, b) in enumerate(zip(premises, hypotheses)):
+            clash = ("[A]" in a and "[B]" in b) or ("[B]" in a and "[A]" in b)
+            out[n] = (0.02, 0.02, 0.96) if clash else (0.96, 0.02, 0.02)
+        return out
+
+
+def _copies(markers):
+    return [{"text": f"The Nordic bridge opened to traffic in 1932 after six years of work {m}.",
+             "url": f"https://site{k}.org/p"} for k, m in enumerate(markers)]
+
+
+def test_one_spurious_contradiction_does_not_split_a_paraphrase_group():
+    # 6 copies, one clashing passage pair of 15: one voice, which alone blocks the gate
+    result = MirageDefense(nli=MarkerNLI(), embedder=SameEmbedder()).defend(
+        "q", _copies(["[A]", "[B]", "", "", "", ""]))
+    assert len({c.unit for c in result.claims}) == 1
+    assert not result.gate_passed
+
+
+def test_sources_that_disagree_are_not_one_voice():
+    # 2 of 4 copies carry another value: 4 of 6 passage pairs clash, so the group splits
+    result = MirageDefense(nli=MarkerNLI(), embedder=SameEmbedder()).defend(
+        "q", _copies(["[A]", "[A]", "[B]", "[B]"]))
+    assert len({c.unit for c in result.claims}) == 4

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from importlib import resources
+from typing import Any
 
 from .cli import bench as _bench_cmd
 from .cli import conformal as _conformal_cmd
@@ -18,6 +19,7 @@ from .cli import reliablerag as _reliablerag_cmd
 from .cli import serve as _serve_cmd
 from .cli.common import UsageError as _UsageError
 from .cli.common import existing_file as _existing_file
+from .cli.common import unit_closed
 from .cli.common import int_at_least, make_embedder, make_llm, open_unit
 
 
@@ -93,10 +95,56 @@ def _require_labels(rows: list[dict]) -> None:
                           "questions use: rrag defend IN.jsonl OUT.jsonl")
 
 
+def _first_row(path: str) -> Any:
+    """The first JSON object of a JSONL file, or None (the loaders report what is wrong)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    return json.loads(line)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return None
+
+
+def _mirage_eval_answers(args: argparse.Namespace, params: Any) -> int:
+    """The coordinated-poisoning harness (RealtimeQA format): context ASR / utility per regime and
+    attacker-URL variant, beside the undefended pipeline, mode="paper" and TrustRAG's first stage."""
+    from .pipelines.mirage.eval_answers import evaluate_answers, format_answer_report, load_answer_rows
+
+    try:
+        load_answer_rows(args.data)  # a malformed file is a usage error, found before any model loads
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _UsageError(f"data: {str(exc).removeprefix('path: ')}") from exc
+    scorer = None if args.judge_accuracy is not None else _load_nli(args.nli)
+    report = evaluate_answers(args.data, nli=scorer, params=params, judge_accuracy=args.judge_accuracy,
+                              tune_trustrag=not args.no_tune, progress=not args.no_progress)
+    judge = (f"simulated judge of accuracy {args.judge_accuracy}" if args.judge_accuracy is not None
+             else f"{args.nli or 'offline default'} ({type(scorer).__name__})")
+    print(f"NLI scorer: {judge}; defense mode {params.mode}; on BLOCK: {params.on_block}"
+          + "".join(f"; {name} {value}" for name, value in args.param))
+    print("ASR: questions whose delivered text holds the attacker's answer; utility: ... a right answer; "
+          "util|ans: utility over the questions whose clean top-10 holds one (RobustRAG's normalisation, "
+          "whole words); a blocked gate delivers nothing; deliv: claims (passages for undefended / "
+          "trustrag) delivered per question")
+    if report["trustrag_tuned"] is not None:
+        print(f"trustrag: threshold 0.88; trustrag-tuned: threshold {report['trustrag_tuned']} chosen on this "
+              "file (in-sample: the peer's best case)")
+    print()
+    print(format_answer_report(report["summary"], report["methods"]))
+    return 0
+
+
 def _mirage_eval(args: argparse.Namespace) -> int:
     from .pipelines.mirage import evaluate, format_report, load_dataset
+    from .pipelines.mirage.eval_answers import is_answer_row
 
     params = _defend_cmd.params_from_args(args, pairing=args.pairing, on_block=args.on_block, mode=args.mode)
+    if is_answer_row(_first_row(args.data)):
+        return _mirage_eval_answers(args, params)
+    if args.judge_accuracy is not None:
+        raise _UsageError("--judge-accuracy: only for the RealtimeQA format (rows with 'regimes' and "
+                          "'incorrect_answer')")
     try:
         rows = load_dataset(args.data)  # a malformed file is a usage error, found before any model loads
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -506,7 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.set_defaults(func=_demo)
     ev = sub.add_parser("mirage-eval", help="clean / mixed / polluted harness on a labelled JSONL file")
     ev.add_argument("data", type=_existing_file, help="JSONL in the format of shared/data/polluted_dev.jsonl "
-                                                   "(or multihop_dev.jsonl, converted: see multihop_as_mirage)")
+                                                   "(or multihop_dev.jsonl, converted: see multihop_as_mirage; "
+                                                   "or realtimeqa_dev.jsonl: the coordinated-poisoning harness)")
     ev.add_argument("--nli", default=None, help="NLI scorer name or path (default: offline default; "
                                                 "'lexical' is model-free and fast)")
     ev.add_argument("--pairing", default="lexical", choices=("lexical", "semantic", "hybrid"))
@@ -515,7 +564,11 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--on-block", default="parametric", choices=("parametric", "refuse", "passthrough"),
                     help="fallback when the gate blocks (passthrough delivers the passages unchanged)")
     ev.add_argument("--folds", type=_folds, default=4, help="folds of questions for the cross-validation")
-    ev.add_argument("--no-tune", action="store_true", help="skip the gate grid search and the cross-validation")
+    ev.add_argument("--no-tune", action="store_true", help="skip the gate grid search and the cross-validation "
+                                                           "(RealtimeQA format: the tuned TrustRAG row)")
+    ev.add_argument("--judge-accuracy", type=unit_closed, default=None, metavar="P",
+                    help="RealtimeQA format: replace the judge by a simulated one of accuracy P in [0, 1] "
+                         "(gold labels from the answers the claims state)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     _defend_cmd.add_param_option(ev)
     ev.set_defaults(func=_mirage_eval)

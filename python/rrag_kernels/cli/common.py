@@ -88,6 +88,14 @@ def unit_open_closed(text: str) -> float:
     return value
 
 
+def unit_closed(text: str) -> float:
+    """A number in [0, 1] (a simulated judge's accuracy)."""
+    value = _number(text, "a number in [0, 1]")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text}")
+    return value
+
+
 def int_at_least(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:

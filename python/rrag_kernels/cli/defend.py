@@ -74,8 +74,9 @@ def add_defense_options(p: argparse.ArgumentParser) -> None:
 def add_param_option(p: argparse.ArgumentParser) -> None:
     """``--param NAME=VALUE`` (repeatable): any scalar :class:`MirageParams` field."""
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", type=_param_item,
-                   help="set a MirageParams field (int, float or str ones, e.g. min_sources=1, contr_min=0.4, "
-                        "r_max=0.9); repeatable; fields with their own option (--mode ...) are set there")
+                   help="set a MirageParams field (int, float, str or bool ones, e.g. min_sources=1, "
+                        "contr_min=0.4, slot_conflicts=true); repeatable; fields with their own option "
+                        "(--mode ...) are set there")
 
 
 def _param_item(text: str) -> tuple[str, Any]:
@@ -93,13 +94,22 @@ def _param_item(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"{name!r} is not a MirageParams field")
     kind = kinds[name] if isinstance(kinds[name], str) else getattr(kinds[name], "__name__", "")
     kind = kind.removesuffix(" | None")  # optional fields (None = the mode's default) take their type
-    convert = {"int": int, "float": float, "str": str}.get(kind)
+    convert = {"int": int, "float": float, "str": str, "bool": _boolean}.get(kind)
     if convert is None:
         raise argparse.ArgumentTypeError(f"{name!r} ({kind}) cannot be set from the command line")
     try:
         return name, convert(value.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{name}: expected {kind}, got {value!r}") from None
+
+
+def _boolean(text: str) -> bool:
+    """A bool field's value: true/false, yes/no, on/off or 1/0 (any case)."""
+    value = {"true": True, "yes": True, "on": True, "1": True,
+             "false": False, "no": False, "off": False, "0": False}.get(text.lower())
+    if value is None:
+        raise ValueError(text)
+    return value
 
 
 def params_from_args(args: argparse.Namespace, **named: Any) -> Any:

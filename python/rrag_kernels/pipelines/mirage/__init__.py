@@ -6,9 +6,13 @@
 
 :mod:`.defense` holds the method (:class:`MirageDefense`, every constant a
 :class:`MirageParams` field; ``mode="paper"`` or ``"corroboration"``); :mod:`.corroboration`
-the rule that decides contradictions by independent support; :mod:`.eval` the clean / mixed /
-polluted harness and the gate tuning behind ``python -m rrag_kernels mirage-eval``; :mod:`.plot`
-the claim graph of one result (:func:`plot_claim_graph`, matplotlib imported only when called).
+the rule that decides contradictions by independent support; :mod:`.units` the independent
+source units (domains, paraphrase groups, coordinated units and what only they assert);
+:mod:`.slots` typed slot values and the conflicts that do not wait for the judge; :mod:`.eval`
+the clean / mixed / polluted harness and the gate tuning behind ``python -m rrag_kernels
+mirage-eval``; :mod:`.eval_answers` the coordinated-poisoning harness (RealtimeQA format:
+context ASR / utility, TrustRAG's first stage, a simulated judge); :mod:`.plot` the claim
+graph of one result (:func:`plot_claim_graph`, matplotlib imported only when called).
 """
 
 from __future__ import annotations
@@ -31,6 +35,21 @@ from .defense import (
     params_dict,
     top_passages,
 )
+from .eval_answers import (
+    ANSWER_REGIMES,
+    AnswerRecord,
+    SimulatedJudge,
+    contains_answer,
+    evaluate_answers,
+    format_answer_report,
+    load_answer_rows,
+    normalise_answer,
+    run_answer_harness,
+    summarise_answers,
+    trustrag_stage1,
+)
+from .slots import SLOT_TYPES, slot_conflicts, slot_values
+from .units import content_terms, coordinated_units, source_units, topic_residuals, unconfirmed_consensus
 from .eval import (
     DEFAULT_GRID,
     REGIMES,
@@ -55,6 +74,25 @@ from .eval import (
 from .plot import ClaimGraphSummary, plot_claim_graph
 
 __all__ = [
+    "ANSWER_REGIMES",
+    "AnswerRecord",
+    "SLOT_TYPES",
+    "SimulatedJudge",
+    "contains_answer",
+    "content_terms",
+    "coordinated_units",
+    "evaluate_answers",
+    "format_answer_report",
+    "load_answer_rows",
+    "normalise_answer",
+    "run_answer_harness",
+    "slot_conflicts",
+    "slot_values",
+    "source_units",
+    "summarise_answers",
+    "topic_residuals",
+    "trustrag_stage1",
+    "unconfirmed_consensus",
     "CHECKED_PROMPT",
     "DEFAULT_GRID",
     "MODES",

@@ -28,7 +28,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -42,6 +42,20 @@ logger = logging.getLogger("rrag_kernels")
 REGIMES = ("clean", "mixed", "polluted")
 
 
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line; a line that is not JSON is a
+    ValueError naming it (``path: line N is not JSON``)."""
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"path: line {n} is not JSON ({exc})") from exc
+
+
 def load_dataset(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSONL file of questions with labelled passages.
 
@@ -50,23 +64,15 @@ def load_dataset(path: str | Path) -> list[dict[str, Any]]:
     so the harness also runs on data its knobs were never tuned on.
     """
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
+    for n, row in iter_jsonl(path):
+        if not isinstance(row, dict) or "question" not in row or "passages" not in row:
+            raise ValueError(f"path: line {n} lacks 'question' or 'passages'")
+        if _is_multihop(row):
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"path: line {n} is not JSON ({exc})") from exc
-            if not isinstance(row, dict) or "question" not in row or "passages" not in row:
-                raise ValueError(f"path: line {n} lacks 'question' or 'passages'")
-            if _is_multihop(row):
-                try:
-                    row = multihop_as_mirage(row)
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise ValueError(f"path: line {n} is a malformed multi-hop row ({exc})") from exc
-            rows.append(row)
+                row = multihop_as_mirage(row)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"path: line {n} is a malformed multi-hop row ({exc})") from exc
+        rows.append(row)
     return rows
 
 

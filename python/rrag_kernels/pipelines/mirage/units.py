@@ -140,22 +140,28 @@ per via while during since until""".split())
 _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*", re.UNICODE)
 
 
-def content_terms(text: str) -> set[str]:
+def content_terms(text: str, bigrams: bool = False) -> set[str]:
     """The content words of a text: lower-cased word tokens (numbers keep their decimal point
     and thousands separators, so ``1.4`` is not ``14``), stop words removed, a plural ``s``
-    stripped from words longer than three letters."""
+    stripped from words longer than three letters; with ``bigrams`` also every two adjacent
+    content words (``"dwayne johnson"``), so a name is not confirmed by a namesake."""
     out = set()
+    prev = None
     for w in _WORD.findall(text.lower()):
         if w in _STOPWORDS:
+            prev = None
             continue
         if len(w) > 3 and w.endswith("s") and not w[-2].isdigit():
             w = w[:-1]
         out.add(w)
+        if bigrams and prev is not None:
+            out.add(f"{prev} {w}")
+        prev = w
     return out
 
 
 def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str], question: str,
-                          share: float) -> set[str]:
+                          share: float, bigrams: bool = False) -> set[str]:
     """What a unit of several passages agrees on that nobody outside it says.
 
     Parameters
@@ -176,9 +182,9 @@ def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str
     need = max(1, math.ceil(share * len(unit_texts)))
     counts: dict[str, int] = {}
     for t in unit_texts:
-        for w in content_terms(t):
+        for w in content_terms(t, bigrams):
             counts[w] = counts.get(w, 0) + 1
-    outside = content_terms(question)
+    outside = content_terms(question, bigrams)
     for t in outside_texts:
-        outside |= content_terms(t)
+        outside |= content_terms(t, bigrams)
     return {w for w, c in counts.items() if c >= need and w not in outside}
