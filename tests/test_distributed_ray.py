@@ -143,7 +143,8 @@ def test_defend_dataset_equals_defend_batch(ray_local, tmp_path):
     errors = {e["id"]: e["error"] for e in summary["errors"]}
     assert errors[7] == "TypeError: passages: item 0 needs a str 'text'"
     assert errors[13] == "RuntimeError: scorer down on BOOM"
-    assert sum(g["gate_passed"] for g in got) >= 4 and all(g["kept"] for g in got if not g["error"])
+    # Subsets of one topic can be a single coordinated voice, which keeps nothing and blocks.
+    assert sum(g["gate_passed"] for g in got) >= 4 and sum(bool(g["kept"]) for g in got if not g["error"]) >= 4
     bad = next(g for g in got if g["id"] == 7)
     assert bad["gate_passed"] is False and bad["kept"] is None and bad["question"] == "Bad passages?"
     # the model is built once per actor: 4 batches, at most 2 constructions

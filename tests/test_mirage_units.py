@@ -157,3 +157,39 @@ def test_sources_that_disagree_are_not_one_voice():
     result = MirageDefense(nli=MarkerNLI(), embedder=SameEmbedder()).defend(
         "q", _copies(["[A]", "[A]", "[B]", "[B]"]))
     assert len({c.unit for c in result.claims}) == 4
+
+
+class MissingEmbedder:
+    def encode(self, texts):
+        raise ImportError("no sentence-transformers here")
+
+
+def test_without_an_embedder_units_are_by_domain_with_one_warning(caplog):
+    passages = _copies(["", "", ""])
+    passages[1]["url"] = "https://site0.org/other"  # same registered domain as passage 0
+    defense = MirageDefense(nli=MarkerNLI(), embedder=MissingEmbedder())
+    with caplog.at_level("WARNING", logger="rrag_kernels"):
+        first = defense.defend("q", passages)
+        defense.defend("q", passages)
+    assert sorted({c.unit for c in first.claims}) == [0, 2]
+    assert sum("no embedder for content units" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_clashing_units_counts_passage_pairs_not_edges():
+    from rrag_kernels.pipelines.mirage.units import clashing_units
+
+    # one unit of 4 passages (one claim each); passage pairs (0,1) and (0,2) clash: 2 of 6
+    units = np.zeros(4, dtype=np.int64)
+    sources = np.arange(4, dtype=np.int64)
+    i = np.array([0, 0, 0, 1], dtype=np.int64)
+    j = np.array([1, 2, 3, 2], dtype=np.int64)
+    kind = np.array([-1, -1, 1, 1], dtype=np.int8)
+    w = np.array([0.9, 0.95, 0.0, 0.0])
+    assert clashing_units(units, sources, i, j, kind, w, split_min=0.85, split_share=0.3) == {0}
+    assert clashing_units(units, sources, i, j, kind, w, split_min=0.85, split_share=0.4) == set()
+    assert clashing_units(units, sources, i, j, kind, w, split_min=0.92, split_share=0.0) == {0}
+    assert clashing_units(units, sources, i, j, kind, w, split_min=0.99, split_share=0.0) == set()
+    # a contradiction inside one passage, or between units, never splits
+    assert clashing_units(np.array([0, 0, 2, 2]), np.array([0, 0, 2, 3]), np.array([0, 1]), np.array([1, 2]),
+                          np.array([-1, -1], dtype=np.int8), np.array([1.0, 1.0]), split_min=0.5,
+                          split_share=0.0) == set()

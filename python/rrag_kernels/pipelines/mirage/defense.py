@@ -30,6 +30,7 @@ every other key is ignored.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -61,8 +62,15 @@ from ...ops import (
 )
 from .._progress import progress_iter
 from .corroboration import resolve_by_corroboration, slot_types, supporting_sources
-from .slots import slot_conflicts
-from .units import content_terms, coordinated_units, source_units, topic_residuals, unconfirmed_consensus
+from .slots import with_slot_conflicts
+from .units import (
+    clashing_units,
+    content_terms,
+    coordinated_units,
+    source_units,
+    topic_residuals,
+    unconfirmed_consensus,
+)
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -383,6 +391,15 @@ class MirageDefense:
         self.nli = nli
         self.retriever = retriever
         self._embedder = embedder
+        self._warned_no_embedder = False
+        p = self.params
+        if embedder is None and p.mode == "corroboration" and p.units == "content":
+            # Loaded now, like the judge, so that the first defend() (a server's first request)
+            # does not pay for it; one MiniLM per process, shared by every defense.
+            try:
+                self._embedder = _shared_minilm()
+            except ImportError as exc:
+                self._warn_no_embedder(exc)
 
     # ------------------------------------------------------------------ public API
     def defend(self, question: str, passages: Sequence[Mapping[str, Any]]) -> MirageResult:
@@ -466,7 +483,7 @@ class MirageDefense:
         graph = nli_graph(pair_i, pair_j, fwd, bwd, n, label_order=self.nli.labels, reduce=p.nli_reduce)
         judge_graph = graph  # what the judge said (a unit splits only on the judge's word)
         if p.mode == "corroboration" and p.slot_conflicts:
-            graph = _with_slot_conflicts(graph, state.texts, pair_i, pair_j, n, p.name_overlap)
+            graph = with_slot_conflicts(graph, state.texts, pair_i, pair_j, n, name_overlap=p.name_overlap)
         timings["kernels_s"] += time.perf_counter() - t
 
         penalty = self._probe(active, timings)
@@ -686,7 +703,7 @@ class MirageDefense:
                 emb = self._embed([question] + [clean[k]["text"] for k in used])
                 emb = topic_residuals(emb[1:], emb[0])
             except ImportError as exc:  # core install without an embedder: units by domain only
-                logger.warning("mirage: no embedder for content units (%s); units by domain only", exc)
+                self._warn_no_embedder(exc)
                 emb = None
         if p.units == "passage":
             local = np.arange(len(used), dtype=np.int64)
@@ -709,36 +726,26 @@ class MirageDefense:
         return out
 
     def _split_self_contradicting(self, state: "_Prepared", graph: Any) -> None:
-        """One voice does not contradict itself: a content unit in which more than
-        ``split_share`` of its passage pairs hold a contradiction (w_contr >= split_min)
-        between their claims is a set of sources that disagree, not one coordinated voice; its
-        passages fall back to their domain units. The share keeps a spurious contradiction or
-        two from splitting a group of paraphrases; a minimal edit among copies of a source
-        contradicts most of them."""
+        """Units whose passages disagree (:func:`clashing_units`) fall back to domain units."""
         p = self.params
-        active = state.active
-        w_contr = np.asarray(graph.w_contr)
-        kind = np.asarray(graph.kind)
-        clashing: dict[int, set[tuple[int, int]]] = {}
-        for a, b, k, w in zip(np.asarray(state.pair_i).tolist(), np.asarray(state.pair_j).tolist(), kind.tolist(),
-                              w_contr.tolist()):
-            u = active[a].unit
-            if k < 0 and w >= p.split_min and u == active[b].unit and active[a].source != active[b].source:
-                pa, pb = sorted((active[a].source, active[b].source))
-                clashing.setdefault(u, set()).add((pa, pb))
-        for u, pairs in clashing.items():
-            members = len({c.source for c in state.claims if c.unit == u})
-            if len(pairs) > p.split_share * members * (members - 1) / 2:
-                state.coordinated.pop(u, None)
-                for c in state.claims:
-                    if c.unit == u:
-                        c.unit = state.domain_unit[c.source]
+        units = np.array([c.unit for c in state.active], dtype=np.int64)
+        split = clashing_units(units, state.source_ids, state.pair_i, state.pair_j, graph.kind, graph.w_contr,
+                               split_min=p.split_min, split_share=p.split_share)
+        for u in split:
+            state.coordinated.pop(u, None)
+            for c in state.claims:
+                if c.unit == u:
+                    c.unit = state.domain_unit[c.source]
+
+    def _warn_no_embedder(self, exc: Exception) -> None:
+        if not self._warned_no_embedder:
+            self._warned_no_embedder = True
+            logger.warning("mirage: no embedder for content units (%s); units by domain only "
+                           "(pip install 'rrag_kernels[embed]', or pass embedder=)", exc)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if self._embedder is None:
-            from ...models import MiniLMEmbedder
-
-            self._embedder = MiniLMEmbedder()
+            self._embedder = _shared_minilm()
         emb = np.asarray(self._embedder.encode(texts), dtype=np.float32)
         if emb.ndim != 2 or emb.shape[0] != len(texts):
             raise ValueError(f"embedder: encode returned shape {emb.shape} for {len(texts)} texts, expected ({len(texts)}, d)")
@@ -877,35 +884,6 @@ def _with_slot_pairs(texts, token_ids, token_offsets, source_ids, pair_i, pair_j
             np.array([v for _, v in ranked], dtype=np.float64))
 
 
-class _Graph:
-    """An NLI graph with some pairs overridden (same fields as :func:`nli_graph`'s result)."""
-
-    __slots__ = ("kind", "w_supp", "w_contr", "support_count", "contradiction_count")
-
-    def __init__(self, kind, w_supp, w_contr, support_count, contradiction_count):
-        self.kind, self.w_supp, self.w_contr = kind, w_supp, w_contr
-        self.support_count, self.contradiction_count = support_count, contradiction_count
-
-
-def _with_slot_conflicts(graph: Any, texts: list[str], pair_i, pair_j, n: int, name_overlap: float) -> Any:
-    """The graph with every slot conflict (pipelines/mirage/slots.py) a contradiction of weight
-    1 and no support; the per-claim counts recomputed from the edited kinds."""
-    conflict = slot_conflicts(texts, pair_i, pair_j, name_overlap=name_overlap)
-    if not conflict.any():
-        return graph
-    kind = np.asarray(graph.kind).astype(np.int8).copy()
-    w_supp = np.asarray(graph.w_supp, dtype=np.float64).copy()
-    w_contr = np.asarray(graph.w_contr, dtype=np.float64).copy()
-    kind[conflict] = -1
-    w_contr[conflict] = 1.0
-    w_supp[conflict] = 0.0
-    ends = np.concatenate([np.asarray(pair_i), np.asarray(pair_j)]).astype(np.int64)
-    both = np.concatenate([kind, kind])
-    support = np.bincount(ends[both > 0], minlength=n).astype(np.int64)
-    contra = np.bincount(ends[both < 0], minlength=n).astype(np.int64)
-    return _Graph(kind, w_supp, w_contr, support, contra)
-
-
 def top_passages(scores: Sequence[float | None], top_k: int, score_kind: str = "similarity") -> tuple[list[int], list[float]]:
     """The top-k passages by retrieval score and their relative score r̃ in [0, 1].
 
@@ -951,6 +929,14 @@ def top_passages(scores: Sequence[float | None], top_k: int, score_kind: str = "
     if hi == lo:
         return chosen, [1.0 if k in sims else 0.0 for k in chosen]
     return chosen, [min(1.0, max(0.0, (sims[k] / 2 - lo) / (hi - lo))) if k in sims else 0.0 for k in chosen]
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_minilm() -> Any:
+    """The packaged MiniLM embedder, loaded once per process (ImportError when not installed)."""
+    from ...models import MiniLMEmbedder
+
+    return MiniLMEmbedder()
 
 
 def _checked_probs(probs: Any, n: int) -> np.ndarray:

@@ -30,13 +30,13 @@ sentences about different things are no contradiction, a name swapped in the sam
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from .corroboration import _MONTH
 
-__all__ = ["SLOT_TYPES", "slot_conflicts", "slot_values"]
+__all__ = ["SLOT_TYPES", "EditedGraph", "slot_conflicts", "slot_values", "with_slot_conflicts"]
 
 SLOT_TYPES = ("percent", "money", "date", "year", "number", "name")
 
@@ -154,3 +154,32 @@ def slot_conflicts(texts: Sequence[str], pair_i: np.ndarray, pair_j: np.ndarray,
                 out[k] = True
                 break
     return out
+
+
+class EditedGraph:
+    """An NLI graph with some pairs overridden (same fields as :func:`nli_graph`'s result)."""
+
+    __slots__ = ("kind", "w_supp", "w_contr", "support_count", "contradiction_count")
+
+    def __init__(self, kind, w_supp, w_contr, support_count, contradiction_count):
+        self.kind, self.w_supp, self.w_contr = kind, w_supp, w_contr
+        self.support_count, self.contradiction_count = support_count, contradiction_count
+
+
+def with_slot_conflicts(graph: Any, texts: Sequence[str], pair_i, pair_j, n: int, *, name_overlap: float = 0.6) -> Any:
+    """The graph with every slot conflict (pipelines/mirage/slots.py) a contradiction of weight
+    1 and no support; the per-claim counts recomputed from the edited kinds."""
+    conflict = slot_conflicts(texts, pair_i, pair_j, name_overlap=name_overlap)
+    if not conflict.any():
+        return graph
+    kind = np.asarray(graph.kind).astype(np.int8).copy()
+    w_supp = np.asarray(graph.w_supp, dtype=np.float64).copy()
+    w_contr = np.asarray(graph.w_contr, dtype=np.float64).copy()
+    kind[conflict] = -1
+    w_contr[conflict] = 1.0
+    w_supp[conflict] = 0.0
+    ends = np.concatenate([np.asarray(pair_i), np.asarray(pair_j)]).astype(np.int64)
+    both = np.concatenate([kind, kind])
+    support = np.bincount(ends[both > 0], minlength=n).astype(np.int64)
+    contra = np.bincount(ends[both < 0], minlength=n).astype(np.int64)
+    return EditedGraph(kind, w_supp, w_contr, support, contra)

@@ -30,7 +30,8 @@ import numpy as np
 
 from ...ops import cosine_matrix
 
-__all__ = ["content_terms", "coordinated_units", "source_units", "topic_residuals", "unconfirmed_consensus"]
+__all__ = ["clashing_units", "content_terms", "coordinated_units", "source_units", "topic_residuals",
+           "unconfirmed_consensus"]
 
 
 def topic_residuals(embeddings: np.ndarray, question: np.ndarray) -> np.ndarray:
@@ -188,3 +189,42 @@ def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str
     for t in outside_texts:
         outside |= content_terms(t, bigrams)
     return {w for w, c in counts.items() if c >= need and w not in outside}
+
+
+def clashing_units(units: np.ndarray, sources: np.ndarray, pair_i: np.ndarray, pair_j: np.ndarray,
+                   kind: np.ndarray, w_contr: np.ndarray, *, split_min: float, split_share: float) -> set[int]:
+    """The units whose passages disagree: one voice does not contradict itself.
+
+    A unit is returned when more than ``split_share`` of its passage pairs hold a
+    contradiction (``kind < 0`` and ``w_contr >= split_min``) between their claims. A share,
+    not any one edge: a spurious contradiction or two must not split a group of paraphrases,
+    while a minimal edit among copies of a source contradicts most of them.
+
+    Parameters
+    ----------
+    units : (n,) int64, each claim's unit
+    sources : (n,) int64, each claim's passage
+    pair_i, pair_j : (P,) int64, the judged claim pairs
+    kind : (P,) int8, +1 support / -1 contradiction / 0
+    w_contr : (P,) float, contradiction weight of each pair
+    split_min, split_share : float
+
+    Returns
+    -------
+    set of int, unit ids
+    """
+    units = np.asarray(units)
+    sources = np.asarray(sources)
+    clashing: dict[int, set[tuple[int, int]]] = {}
+    for a, b, k, w in zip(np.asarray(pair_i).tolist(), np.asarray(pair_j).tolist(), np.asarray(kind).tolist(),
+                          np.asarray(w_contr).tolist()):
+        u = int(units[a])
+        if k < 0 and w >= split_min and u == units[b] and sources[a] != sources[b]:
+            pa, pb = sorted((int(sources[a]), int(sources[b])))
+            clashing.setdefault(u, set()).add((pa, pb))
+    out = set()
+    for u, pairs in clashing.items():
+        members = len(set(sources[units == u].tolist()))
+        if len(pairs) > split_share * members * (members - 1) / 2:
+            out.add(u)
+    return out
