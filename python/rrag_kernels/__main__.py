@@ -43,9 +43,9 @@ def _print_result(result, labels: list[str] | None = None) -> None:
     print(f"  gate: {decision} ({s.get('gate_reason')}); "
           f"{s.get('n_kept')}/{s.get('n_claims')} claims kept, {s.get('n_support')} support / "
           f"{s.get('n_contradiction')} contradiction edges kept, r_contr {s.get('r_contr', 0):.2f}, "
-          f"{s.get('n_domains')} domains")
+          f"{s.get('n_domains')} {s.get('diversity', 'domains')}")
     print(f"  time: NLI {1e3 * t.get('nli_s', 0):.2f} ms, kernels {1e3 * t.get('kernels_s', 0):.3f} ms, "
-          f"split {1e3 * t.get('split_s', 0):.3f} ms")
+          f"split {1e3 * t.get('split_s', 0):.3f} ms, source units {1e3 * t.get('units_s', 0):.1f} ms")
     for c in result.claims:
         tag = "kept" if c.kept else f"dropped ({c.reason})"
         label = f" [{labels[c.source]}]" if labels else ""

@@ -131,9 +131,9 @@ def _schemas() -> dict[str, Any]:
 
     s, f, i, b = pa.string(), pa.float64(), pa.int64(), pa.bool_()
     claim = [("text", s), ("source", i), ("score", f), ("domain", s)]
-    timings = pa.struct([(k, f) for k in ("split_s", "kernels_s", "nli_s", "embed_s", "retrieval_s")])
+    timings = pa.struct([(k, f) for k in ("split_s", "units_s", "kernels_s", "nli_s", "embed_s", "retrieval_s")])
     stats = pa.struct([("n_passages", i), ("n_candidates", i), ("n_claims", i), ("n_pairs", i), ("n_kept", i),
-                       ("n_support", i), ("n_contradiction", i), ("r_contr", f), ("n_domains", i),
+                       ("n_support", i), ("n_contradiction", i), ("r_contr", f), ("n_domains", i), ("diversity", s),
                        ("support_share", f), ("F", f), ("gate_reason", s), ("timings", timings)])
     defend = [("error", s), ("question", s), ("gate_passed", b), ("gate_reason", s), ("fallback", s), ("prompt", s),
               ("kept", pa.list_(pa.struct(claim + [("contradicted_by", pa.list_(i))]))),

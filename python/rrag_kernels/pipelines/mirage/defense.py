@@ -573,7 +573,8 @@ class MirageDefense:
             "n_support": int(gate["n_support"]),
             "n_contradiction": int(gate["n_contradiction"]),
             "r_contr": float(gate["r_contr"]),
-            "n_domains": int(gate["n_domains"]),
+            "n_domains": int(gate["n_domains"]),  # what d_min counts: see "diversity"
+            "diversity": "source units" if p.mode == "corroboration" else "domains",
             "support_share": support_share,
             "F": float(f_value),
             "gate_reason": why,
