@@ -741,8 +741,8 @@ class MirageDefense:
     def _warn_no_embedder(self, exc: Exception) -> None:
         if not self._warned_no_embedder:
             self._warned_no_embedder = True
-            logger.warning("mirage: no embedder for content units (%s); units by domain only "
-                           "(pip install 'rrag_kernels[embed]', or pass embedder=)", exc)
+            logger.warning("mirage: no embedder for content units, so units by domain only (pass embedder= "
+                           "or install one: %s)", exc)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         if self._embedder is None:
