@@ -420,3 +420,18 @@ def test_real_server_end_to_end(smollm2, label_from):
     again = judge.predict_proba(premises[::-1], hypotheses[::-1])
     np.testing.assert_array_equal(again, probs[::-1])
     assert judge.llm.usage().calls == calls and judge.stats["cache_hits"] == 3
+
+
+def test_real_server_judges_a_mirage_defense(smollm2):
+    """The defense with the LLM as its judge, over HTTP, by name: every pair the defense scores
+    goes through the server once (the protocol, not the quality of a 135M model)."""
+    from rrag_kernels.pipelines.mirage import MirageDefense
+
+    defense = MirageDefense(nli=f"llm:{smollm2.base_url}", units="domain")
+    assert type(defense.nli).__name__ == "LLMJudgeNLI"
+    passages = [{"text": "The bridge opened in 1932 after six years of work.", "url": "https://a.org/x"},
+                {"text": "The bridge opened in 1932 after six years of building.", "url": "https://b.org/y"},
+                {"text": "The bridge opened in 1923 after six years of work.", "url": "https://c.org/z"}]
+    result = defense.defend("When did the bridge open?", passages)
+    assert result.error is None and len(result.claims) == 3 and result.stats["n_pairs"] >= 1
+    assert defense.nli.stats["requests"] == 2 * result.stats["n_pairs"]
