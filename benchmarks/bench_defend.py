@@ -118,31 +118,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {kernel:<13} {provider:<24} {shape:<40} {med * 1e3:9.1f} ms  (p20 {p20 * 1e3:.1f}, p80 "
               f"{p80 * 1e3:.1f}) {throughput} {unit}")
 
-    burners = _start_load(args.load)
-    try:
+    if args.load:
+        with harness.busy_processes(args.load):
+            _run(args, scorer, items, plan, row)
+    else:
         _run(args, scorer, items, plan, row)
-    finally:
-        for b in burners:
-            b.terminate()
     if not args.no_csv:
         path = harness.RESULTS_DIR / ("mirage-quick.csv" if args.quick else "mirage.csv")
         harness.append_csv(path, rows)
         print(f"{len(rows)} rows appended to {path}")
     return 0
-
-
-def _burn() -> None:
-    while True:
-        pass
-
-
-def _start_load(n: int) -> list:
-    import multiprocessing as mp
-
-    procs = [mp.Process(target=_burn, daemon=True) for _ in range(n)]
-    for proc in procs:
-        proc.start()
-    return procs
 
 
 def _run(args, scorer, items, plan, row) -> None:

@@ -32,9 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -251,20 +249,6 @@ def build_specs(rk, quick: bool, kernels: tuple[str, ...]) -> list[Spec]:
 # ------------------------------------------------------------------------------ load and timing
 
 
-@contextlib.contextmanager
-def busy_processes(n: int):
-    """``n`` processes that each keep one core busy until the block ends."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    try:
-        time.sleep(1.0)  # let the scheduler spread them
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait()
-
-
 @dataclass
 class Provider:
     name: str
@@ -390,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = harness.machine_info(rk.get_num_threads(), rk)
     print(f"threads={rk.get_num_threads()} cores={meta['cores']} load={args.load} rounds={rounds}")
     quiet_rows, quiet = run_condition(rk, specs, "quiet", rounds, block_s, meta, "quiet")
-    with busy_processes(args.load):
+    with harness.busy_processes(args.load):
         load_rows, loaded = run_condition(rk, specs, f"load {args.load}", rounds, block_s, meta, f"load{args.load}")
     summary(quiet, loaded, args.load)
     if not args.no_csv:

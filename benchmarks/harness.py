@@ -26,6 +26,7 @@ Timing never asserts anything: speed is reported, not tested.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as _dt
 import gc
@@ -610,6 +611,20 @@ def run_case(case: Case, plan: TimingPlan, rates: MachineRates, meta: dict[str, 
     for note in case.notes:
         print(f"   - {note}")
     return CaseResult(case, rows, skipped, floor_ms, bound)
+
+
+@contextlib.contextmanager
+def busy_processes(n: int):
+    """``n`` processes that each keep one core busy until the block ends."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(1.0)  # let the scheduler spread them
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
 
 
 def append_csv(path: Path, rows: Sequence[dict[str, str]]) -> None:
