@@ -24,12 +24,23 @@ _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation: lower-case, punctuation removed, articles removed, single spaces."""
+#: Typographic quotes and dashes, which scraped web text is full of (RobustRAG's answers
+#: are written with them: "“Friends”").
+TYPOGRAPHIC_PUNCTUATION = "\u2018\u2019\u201c\u201d\u2013\u2014"
+
+
+def normalize_answer(text: str, *, articles: bool = True, extra_punctuation: str = "") -> str:
+    """SQuAD normalisation: lower-case, punctuation removed, articles removed, single spaces.
+
+    ``articles=False`` keeps a / an / the and ``extra_punctuation`` names more characters to
+    remove: RobustRAG's normalisation (the coordinated-poisoning harness) is
+    ``normalize_answer(text, articles=False, extra_punctuation=TYPOGRAPHIC_PUNCTUATION)``.
+    """
     if not isinstance(text, str):
         raise TypeError(f"text: expected str, got {type(text).__name__}")
-    lowered = "".join(ch for ch in text.lower() if ch not in _PUNCT)
-    return " ".join(_ARTICLES.sub(" ", lowered).split())
+    drop = _PUNCT | set(extra_punctuation)
+    lowered = "".join(ch for ch in text.lower() if ch not in drop)
+    return " ".join((_ARTICLES.sub(" ", lowered) if articles else lowered).split())
 
 
 def _golds(answer: str, aliases: Iterable[str] | None) -> list[str]:

@@ -26,7 +26,6 @@ first stage of TrustRAG (Zhou et al. 2025), implemented here for the comparison 
 from __future__ import annotations
 
 import re
-import string
 import time
 import zlib
 from dataclasses import dataclass
@@ -36,14 +35,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ...ops import check_int, cosine_matrix
+from .._answer_metrics import TYPOGRAPHIC_PUNCTUATION, normalize_answer
 from .._progress import progress_iter
 from .defense import PASSAGE_KEYS
 from .eval import iter_jsonl
 
 ANSWER_REGIMES = ("clean", "mixed", "full")
 
-_PUNCT = re.compile(f"[{re.escape(string.punctuation)}\u2018\u2019\u201c\u201d\u2013\u2014]")
-_SPACES = re.compile(r"\s+")
 
 
 def is_answer_row(row: Any) -> bool:
@@ -66,8 +64,9 @@ def load_answer_rows(path: str | Path) -> list[dict[str, Any]]:
 
 
 def normalise_answer(text: str) -> str:
-    """RobustRAG's answer normalisation: lower-case, punctuation removed, spaces collapsed."""
-    return _SPACES.sub(" ", _PUNCT.sub("", text.lower())).strip()
+    """RobustRAG's answer normalisation: lower-case, punctuation (typographic quotes and dashes
+    too) removed, spaces collapsed; the articles stay (SQuAD's rule drops them)."""
+    return normalize_answer(text, articles=False, extra_punctuation=TYPOGRAPHIC_PUNCTUATION)
 
 
 def contains_answer(text: str, answers: Sequence[str]) -> bool:
