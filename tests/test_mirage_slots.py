@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import ConstantNLI
 
 from rrag_kernels.pipelines.mirage import MirageDefense, MirageParams
 from rrag_kernels.pipelines.mirage.slots import slot_conflicts, slot_values
@@ -45,32 +46,22 @@ def test_conflicts_need_a_type_in_common_with_no_shared_value():
     assert slot_conflicts(texts, i[:0], j[:0]).tolist() == []
 
 
-class AgreeingNLI:
-    """Every pair entails: a slot conflict has to come from the values."""
-
-    labels = ("entailment", "neutral", "contradiction")
-
-    def predict_proba(self, premises, hypotheses):
-        out = np.zeros((len(premises), 3), dtype=np.float32)
-        out[:, 0] = 1.0
-        return out
-
-
 def test_slot_conflicts_override_the_judge_when_on():
     passages = [{"text": "The bridge opened to traffic in 1932 after six years of work.", "url": "https://a.org/x"},
                 {"text": "The bridge opened to traffic in 1932 after six years of building.",
                  "url": "https://b.org/y"},
                 {"text": "The bridge opened to traffic in 1923 after six years of work.", "url": "https://c.org/z"}]
-    on = MirageDefense(nli=AgreeingNLI(), units="domain", slot_conflicts=True).defend("q", passages)
+    on = MirageDefense(nli=ConstantNLI("entailment"), units="domain", slot_conflicts=True).defend("q", passages)
     kept = {c.text for c in on.claims if c.kept}
     assert passages[2]["text"] not in kept and passages[0]["text"] in kept
-    off = MirageDefense(nli=AgreeingNLI(), units="domain", slot_conflicts=False).defend("q", passages)
+    off = MirageDefense(nli=ConstantNLI("entailment"), units="domain", slot_conflicts=False).defend("q", passages)
     assert passages[2]["text"] in {c.text for c in off.claims if c.kept}
 
 
 @pytest.mark.parametrize("field, value", [("contr_min_far", 1.5), ("name_overlap", -0.1), ("tau_dup", 2.0),
                                           ("units", "words"), ("corroborate_by", "x"),
-                                          ("coordinated_min_passages", 1)])
+                                          ("coordinated_min_passages", 1), ("slot_conflicts", "false"),
+                                          ("consensus_bigrams", 1)])
 def test_new_params_are_validated(field, value):
     with pytest.raises((TypeError, ValueError), match=field):
         MirageParams(**{field: value}).validate()

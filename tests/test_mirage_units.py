@@ -7,6 +7,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+from helpers import ConstantNLI
 
 from rrag_kernels.pipelines.mirage import MirageDefense
 from rrag_kernels.pipelines.mirage.eval_answers import contains_answer, normalise_answer
@@ -81,17 +82,6 @@ REAL = [
 ]
 
 
-class PassThroughNLI:
-    """Every pair neutral: the decision must come from the source units, not the judge."""
-
-    labels = ("entailment", "neutral", "contradiction")
-
-    def predict_proba(self, premises, hypotheses):
-        out = np.zeros((len(premises), 3), dtype=np.float32)
-        out[:, 1] = 1.0
-        return out
-
-
 def _passages(texts, urls):
     return [{"text": t, "url": u, "retrieval_score": 1.0 - 0.05 * k} for k, (t, u) in enumerate(zip(texts, urls))]
 
@@ -104,7 +94,7 @@ def test_coordinated_paraphrases_count_as_one_voice(spoofed):
                    ["https://www.reuters.com/a", "https://apnews.com/b", "https://www.bbc.co.uk/c",
                     "https://www.theguardian.com/d", "https://www.nytimes.com/e"])
     real_urls = ["https://www.bergenposten.no/x", "https://www.nrk.no/y", "https://www.chess.com/z"]
-    defense = MirageDefense(nli=PassThroughNLI())
+    defense = MirageDefense(nli=ConstantNLI("neutral"))  # the decision must come from the units
     mixed = defense.defend(QUESTION, _passages(ATTACK + REAL, attack_urls + real_urls))
     kept = " ".join(c.text for c in mixed.claims if c.kept)
     assert "Tampere" not in kept
@@ -193,3 +183,10 @@ def test_clashing_units_counts_passage_pairs_not_edges():
     assert clashing_units(np.array([0, 0, 2, 2]), np.array([0, 0, 2, 3]), np.array([0, 1]), np.array([1, 2]),
                           np.array([-1, -1], dtype=np.int8), np.array([1.0, 1.0]), split_min=0.5,
                           split_share=0.0) == set()
+
+
+def test_source_units_names_a_mismatched_embedding():
+    with pytest.raises(ValueError, match="embeddings: expected shape"):
+        source_units(["a.org", "b.org"], np.zeros((3, 4), dtype=np.float32), 0.5)
+    with pytest.raises(ValueError, match="embeddings: expected shape"):
+        source_units(["a.org"], np.zeros(4, dtype=np.float32), 0.5)

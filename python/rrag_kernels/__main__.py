@@ -97,20 +97,18 @@ def _require_labels(rows: list[dict]) -> None:
 
 def _first_row(path: str) -> Any:
     """The first JSON object of a JSONL file, or None (the loaders report what is wrong)."""
+    from .pipelines.mirage import iter_jsonl
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    return json.loads(line)
+        return next(iter(iter_jsonl(path)), (0, None))[1]
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return None
 
 
 def _mirage_eval_answers(args: argparse.Namespace, params: Any) -> int:
     """The coordinated-poisoning harness (RealtimeQA format): context ASR / utility per regime and
     attacker-URL variant, beside the undefended pipeline, mode="paper" and TrustRAG's first stage."""
-    from .pipelines.mirage.eval_answers import evaluate_answers, format_answer_report, load_answer_rows
+    from .pipelines.mirage import evaluate_answers, format_answer_report, load_answer_rows
 
     try:
         load_answer_rows(args.data)  # a malformed file is a usage error, found before any model loads
@@ -136,8 +134,7 @@ def _mirage_eval_answers(args: argparse.Namespace, params: Any) -> int:
 
 
 def _mirage_eval(args: argparse.Namespace) -> int:
-    from .pipelines.mirage import evaluate, format_report, load_dataset
-    from .pipelines.mirage.eval_answers import is_answer_row
+    from .pipelines.mirage import evaluate, format_report, is_answer_row, load_dataset
 
     params = _defend_cmd.params_from_args(args, pairing=args.pairing, on_block=args.on_block, mode=args.mode)
     if is_answer_row(_first_row(args.data)):

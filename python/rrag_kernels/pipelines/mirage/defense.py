@@ -213,6 +213,9 @@ class MirageParams:
         check_choice(self.score_kind, "score_kind", SCORE_KINDS)
         check_choice(self.on_block, "on_block", ON_BLOCK)
         check_choice(self.mode, "mode", MODES)
+        for name in ("consensus_bigrams", "slot_conflicts"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name}: expected a bool, got {type(getattr(self, name)).__name__}")
         check_choice(self.units, "units", UNITS)
         check_choice(self.corroborate_by, "corroborate_by", CORROBORATE_BY)
         trust_table(self.trust)

@@ -78,6 +78,8 @@ def source_units(domains: Sequence[str], embeddings: np.ndarray | None, tau_dup:
     (n,) int64
     """
     n = len(domains)
+    if embeddings is not None and (np.ndim(embeddings) != 2 or len(embeddings) != n):
+        raise ValueError(f"embeddings: expected shape ({n}, d) for {n} domains, got {np.shape(embeddings)}")
     parent = list(range(n))
 
     def find(x: int) -> int:
