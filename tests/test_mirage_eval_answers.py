@@ -91,6 +91,10 @@ def test_simulated_judge_accuracy_and_determinism():
     np.testing.assert_array_equal(again.predict_proba(premises, hypotheses), wrong.predict_proba(premises, hypotheses))
     with pytest.raises(ValueError, match="accuracy"):
         SimulatedJudge(1.5)
+    with pytest.raises(ValueError, match="hypotheses: expected 2"):
+        judge.predict_proba(["a", "b"], ["c"])
+    with pytest.raises(TypeError, match="premises"):
+        judge.predict_proba("a", ["c"])
 
 
 def test_rouge_l():

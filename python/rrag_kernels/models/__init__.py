@@ -68,7 +68,7 @@ from .llm import (
 )
 from .protocols import LLM, Embedder, NLIScorer, Retriever
 from .retrieval import DenseRetriever
-from .text import clean_text, split_sentences
+from .text import clean_text, clean_texts, split_sentences
 from .trust import DEFAULT_TRUST, DOMAIN_CATEGORIES, domain_category, trust_score, trust_table, url_domain, url_host
 
 __all__ = [
@@ -103,6 +103,7 @@ __all__ = [
     "chat_request",
     "check_messages",
     "clean_text",
+    "clean_texts",
     "domain_category",
     "measure_rates",
     "nli",

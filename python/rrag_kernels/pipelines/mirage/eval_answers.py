@@ -34,7 +34,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ...ops import check_int, cosine_matrix
+from ...models import clean_texts
+from ...ops import cosine_matrix
 from .._answer_metrics import TYPOGRAPHIC_PUNCTUATION, normalize_answer
 from .._progress import progress_iter
 from .defense import PASSAGE_KEYS
@@ -368,7 +369,8 @@ def tune_trustrag_threshold(rows: Sequence[Mapping[str, Any]], embedder: Any,
                             max_asr: float = 0.05) -> float:
     """The TrustRAG threshold with the highest mixed-regime utility among those whose mixed ASR
     is at most ``max_asr`` (else the lowest-ASR one); ties by the higher threshold."""
-    check_int(len(grid), "grid", minimum=1)
+    if not len(grid):
+        raise ValueError("grid: expected at least one threshold")
     scored = []
     for thr in grid:
         recs = run_answer_harness(rows, {"t": trustrag_method(embedder, float(thr))}, ("mixed",), progress=False)
@@ -421,6 +423,10 @@ class SimulatedJudge:
         return 1
 
     def predict_proba(self, premises: Sequence[str], hypotheses: Sequence[str]) -> np.ndarray:
+        """(n, 3) float32 in :attr:`labels` order, 0.9 on the drawn label and 0.05 elsewhere."""
+        premises, hypotheses = clean_texts(premises, "premises"), clean_texts(hypotheses, "hypotheses")
+        if len(premises) != len(hypotheses):
+            raise ValueError(f"hypotheses: expected {len(premises)} items (one per premise), got {len(hypotheses)}")
         out = np.full((len(premises), 3), 0.05, dtype=np.float32)
         for n, (a, b) in enumerate(zip(premises, hypotheses)):
             g = self.gold(a, b)
