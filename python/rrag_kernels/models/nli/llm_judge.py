@@ -233,21 +233,12 @@ class LLMJudgeNLI:
     # ------------------------------------------------------------------ public
 
     def predict_proba(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
-        """The judge's entailment / neutral / contradiction probabilities of each pair.
-
-        Parameters
-        ----------
-        premises, hypotheses : list of str, same length n
-
-        Returns
-        -------
-        ndarray, shape (n, 3), float32
-            Columns in the order of ``labels``; rows sum to 1. ``n == 0`` gives (0, 3).
+        """The judge's probabilities of each pair, as the :class:`NLIScorer` protocol says
+        (premises, hypotheses: n str each -> (n, 3) float32 in ``labels`` order, rows summing
+        to 1; inputs checked by :func:`check_pairs`).
 
         Raises
         ------
-        TypeError, ValueError
-            Not sequences of str, or lengths differ (named by :func:`check_pairs`).
         LLMError
             A request failed (after the client's retries), or ``label_from="logprobs"``
             and the server returned no log-probabilities.
