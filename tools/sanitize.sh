@@ -86,6 +86,10 @@ case "$MODE" in
     # OpenBLAS' own pool (numpy's matmul in the reference and the tests) syncs in ways TSan
     # cannot see (uninstrumented spin waits): one BLAS thread instead of suppressing it.
     export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+    # The same for the tokenizers' rayon pool (Rust, uninstrumented), which MirageDefense's
+    # embedder starts: its malloc/memcpy calls look racy to TSan because it cannot see rayon's
+    # atomics. The tokenizers then encode on the calling thread.
+    export TOKENIZERS_PARALLELISM=false
     ;;
 esac
 # Hypothesis' ci profile and the usual test settings; one thread pool size for every run.
