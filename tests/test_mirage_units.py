@@ -14,6 +14,7 @@ from rrag_kernels.pipelines.mirage.eval_answers import contains_answer, normalis
 from rrag_kernels.pipelines.mirage.units import (
     content_terms,
     coordinated_units,
+    disputed,
     source_units,
     topic_residuals,
     unconfirmed_consensus,
@@ -53,6 +54,23 @@ def test_content_terms_and_unconfirmed_consensus():
     got = unconfirmed_consensus(unit, outside, "What share of couples sleep apart?", 0.6)
     assert got == {"32"}
     assert unconfirmed_consensus(unit, outside + ["Some say 32%."], "q", 0.6) == set()
+
+
+def test_disputed_needs_another_account_from_passages_that_do_not_carry_the_message():
+    q = "Which city hosted the open?"
+    unit = ["Tampere hosted the open this year.", "The open was held in Tampere.",
+            "Players came to Tampere for the open."]
+    mine = unconfirmed_consensus(unit, [], q, 0.5)
+    assert "tampere" in mine
+    two_say_bergen = ["Bergen welcomed 212 entrants.", "The Bergen venue was full."]
+    assert disputed(unit, two_say_bergen, q, mine, 2)
+    assert not disputed(unit, two_say_bergen[:1], q, mine, 2)  # one passage is no account
+    assert disputed(unit, two_say_bergen[:1], q, mine, 1)
+    assert not disputed(unit, ["Tickets sold out.", "A ferry timetable changed."], q, mine, 2)
+    # a real result inside the unit (it shares a spoofed URL's domain) disputes like any other
+    assert disputed(unit + ["Bergen welcomed 212 entrants."], two_say_bergen[1:], q, mine, 2)
+    # what the carriers also say is no other account
+    assert not disputed(unit, ["Players liked it this year.", "This year players came."], q, mine, 2)
 
 
 def test_answer_matching_is_normalised_on_whole_words():
@@ -113,6 +131,55 @@ class SameEmbedder:
         out[:, 1] = 1.0
         out[0] = (1.0, 0.0, 0.0, 0.0)  # the question comes first
         return out
+
+
+class GroupEmbedder:
+    """Passage k along axis 1 + groups[k], the question along axis 0: content units = groups."""
+
+    def __init__(self, groups):
+        self.groups = list(groups)
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), 2 + max(self.groups)), dtype=np.float32)
+        out[0, 0] = 1.0
+        assert len(texts) == 1 + len(self.groups)
+        for k, g in enumerate(self.groups):
+            out[1 + k, 1 + g] = 1.0
+        return out
+
+
+WIRE = ["Bergen hosted the 2031 Nordic Chess Open, its organisers said on Monday.",
+        "Organisers said on Monday that Bergen hosted the 2031 Nordic Chess Open.",
+        "The 2031 Nordic Chess Open was hosted by Bergen, organisers said Monday.",
+        "Bergen was host of the 2031 Nordic Chess Open, according to its organisers."]
+ASIDES = ["Ferry timetables along the coast change in the spring.", "A new library opened downtown."]
+
+
+@pytest.mark.parametrize("dispute", [0, 2])
+def test_a_story_that_is_the_sets_only_account_is_delivered(dispute):
+    # one coordinated unit (a wire story on four outlets) and two unrelated passages: nobody
+    # gives another account, so the story is delivered unless withholding is unconditional
+    urls = [f"https://outlet{k}.org/story" for k in range(6)]
+    defense = MirageDefense(nli=ConstantNLI("neutral"), embedder=GroupEmbedder([0, 0, 0, 0, 1, 2]),
+                            dispute_min_passages=dispute)
+    result = defense.defend(QUESTION, _passages(WIRE + ASIDES, urls))
+    bergen = [c for c in result.claims if "Bergen" in c.text]
+    assert len({c.unit for c in bergen}) == 1 and len(bergen) == 4
+    if dispute:
+        assert result.gate_passed and all(c.kept for c in bergen)
+    else:
+        assert {c.reason for c in bergen} == {"asserted only by one coordinated source"}
+
+
+def test_a_disputed_coordinated_message_is_withheld():
+    # the same four copies against two independent reports of another city
+    urls = [f"https://outlet{k}.org/story" for k in range(6)]
+    others = ["Tampere's mayor opened the chess event in 2031.", "In Tampere, 212 players entered in 2031."]
+    defense = MirageDefense(nli=ConstantNLI("neutral"), embedder=GroupEmbedder([0, 0, 0, 0, 1, 2]),
+                            dispute_min_passages=2)
+    result = defense.defend(QUESTION, _passages(WIRE + others, urls))
+    assert {c.reason for c in result.claims if "Bergen" in c.text} == {"asserted only by one coordinated source"}
+    assert any(c.kept for c in result.claims if "Tampere" in c.text)
 
 
 class MarkerNLI:

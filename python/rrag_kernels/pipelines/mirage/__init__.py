@@ -50,7 +50,7 @@ from .eval_answers import (
     trustrag_stage1,
 )
 from .slots import SLOT_TYPES, slot_conflicts, slot_values
-from .units import content_terms, coordinated_units, source_units, topic_residuals, unconfirmed_consensus
+from .units import content_terms, coordinated_units, disputed, source_units, topic_residuals, unconfirmed_consensus
 from .eval import (
     DEFAULT_GRID,
     REGIMES,
@@ -83,6 +83,7 @@ __all__ = [
     "contains_answer",
     "content_terms",
     "coordinated_units",
+    "disputed",
     "evaluate_answers",
     "format_answer_report",
     "is_answer_row",

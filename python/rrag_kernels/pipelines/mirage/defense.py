@@ -67,6 +67,7 @@ from .units import (
     clashing_units,
     content_terms,
     coordinated_units,
+    disputed,
     source_units,
     topic_residuals,
     unconfirmed_consensus,
@@ -153,17 +154,21 @@ class MirageParams:
     # passages on >= 2 domains is coordinated: its claims holding a term (a word, or two
     # adjacent words with consensus_bigrams) that >= consensus_share of its passages state and
     # no other passage does are withheld ("asserted only by one coordinated source"); its other
-    # claims need coordinated_min_units supporting other units (0: off). A claim's
+    # claims need coordinated_min_units supporting other units (0: off). With
+    # dispute_min_passages > 0 the consensus is withheld only when that many passages that do
+    # not carry it agree on something its carriers never say (units.disputed: another account);
+    # a story that is the set's only account is delivered (0: always withheld). A claim's
     # corroboration counts other units or other passages (corroborate_by). tau_dup,
-    # consensus_share, consensus_bigrams and contr_min_far were chosen on
-    # shared/data/realtimeqa_dev.jsonl, 4-fold cross-validated by question (every fold chose
-    # these; README, quality section).
+    # consensus_share, consensus_bigrams, contr_min_far and dispute_min_passages were chosen on
+    # shared/data/realtimeqa_dev.jsonl, 4-fold cross-validated by question (README, quality
+    # section).
     units: str = "content"
     tau_dup: float = 0.45
     consensus_share: float = 0.5
     consensus_bigrams: bool = True
     coordinated_min_passages: int = 3
     coordinated_min_units: int = 0
+    dispute_min_passages: int = 2
     corroborate_by: str = "passage"
     # Pairs stating a value of one type with none in common (a year, date, percentage, amount,
     # number, or a swapped name in otherwise shared wording: pipelines/mirage/slots.py) are
@@ -192,7 +197,8 @@ class MirageParams:
 
     def validate(self) -> "MirageParams":
         ints = {"top_k": 1, "max_claims": 1, "max_pairs": 0, "sem_top_m": 1, "probe_m": 0, "probe_k": 0, "d_min": 0,
-                "min_sources": 0, "coordinated_min_units": 0, "coordinated_min_passages": 2}
+                "min_sources": 0, "coordinated_min_units": 0, "coordinated_min_passages": 2,
+                "dispute_min_passages": 0}
         for name, low in ints.items():
             check_int(getattr(self, name), name, minimum=low)
         for name in ("tau", "tau_sem", "tau_slot", "probe_theta", "support_share_min", "contr_min",
@@ -726,7 +732,11 @@ class MirageDefense:
             if len(inside) < p.coordinated_min_passages:
                 continue
             outside = [clean[k]["text"] for k in used if unit_of[k] != used[u]]
-            out[used[u]] = unconfirmed_consensus(inside, outside, question, p.consensus_share, p.consensus_bigrams)
+            mine = unconfirmed_consensus(inside, outside, question, p.consensus_share, p.consensus_bigrams)
+            if mine and p.dispute_min_passages and not disputed(
+                    inside, outside, question, mine, p.dispute_min_passages, p.consensus_bigrams):
+                mine = set()
+            out[used[u]] = mine
         return out
 
     def _split_self_contradicting(self, state: "_Prepared", graph: Any) -> None:

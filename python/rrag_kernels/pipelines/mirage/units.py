@@ -14,10 +14,12 @@ count is independent sources. Two passages are taken to be one *unit* when
   question's topic, so raw cosines are high for agreeing and disagreeing passages alike), is
   at least ``tau_dup`` (:func:`rrag_kernels.ops.cosine_matrix`);
 
-and units are the connected components of that relation (single linkage: a chain of
-paraphrases is one voice). A unit of two or more passages from two or more domains is
-*coordinated*: the same content under several names, which a syndicated wire story and a
-poisoning campaign both produce; either way it is one voice.
+(content groups by average linkage, then joined by domain: :func:`source_units`). A unit of
+two or more passages from two or more domains is *coordinated*: the same content under
+several names, which a syndicated wire story and a poisoning campaign both produce; either
+way it is one voice. What only such a voice asserts (:func:`unconfirmed_consensus`) is
+withheld when the rest of the set gives another account (:func:`disputed`): the campaign
+against real reports loses, the wire story that is the set's only account does not.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ import numpy as np
 
 from ...ops import cosine_matrix
 
-__all__ = ["clashing_units", "content_terms", "coordinated_units", "source_units", "topic_residuals",
-           "unconfirmed_consensus"]
+__all__ = ["clashing_units", "content_terms", "coordinated_units", "disputed", "source_units",
+           "topic_residuals", "unconfirmed_consensus"]
 
 
 def topic_residuals(embeddings: np.ndarray, question: np.ndarray) -> np.ndarray:
@@ -164,7 +166,7 @@ def content_terms(text: str, bigrams: bool = False) -> set[str]:
 
 
 def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str], question: str,
-                          share: float, bigrams: bool = False) -> set[str]:
+                          share: float, bigrams: bool = False, min_count: int = 1) -> set[str]:
     """What a unit of several passages agrees on that nobody outside it says.
 
     Parameters
@@ -172,9 +174,11 @@ def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str
     unit_texts : the unit's passage texts
     outside_texts : the texts of every other passage of the set
     question : str, whose own words are never a unit's message
-    share : float in (0, 1]
+    share : float in [0, 1]
         A term is the unit's consensus when at least ``ceil(share * len(unit_texts))`` of its
-        passages contain it.
+        passages contain it ...
+    min_count : int
+        ... and at least ``min_count`` of them.
 
     Returns
     -------
@@ -182,7 +186,7 @@ def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str
         Consensus terms (:func:`content_terms`) absent from the question and from every
         outside text: the content only this one voice asserts, however many passages repeat it.
     """
-    need = max(1, math.ceil(share * len(unit_texts)))
+    need = max(1, min_count, math.ceil(share * len(unit_texts)))
     counts: dict[str, int] = {}
     for t in unit_texts:
         for w in content_terms(t, bigrams):
@@ -191,6 +195,36 @@ def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str
     for t in outside_texts:
         outside |= content_terms(t, bigrams)
     return {w for w, c in counts.items() if c >= need and w not in outside}
+
+
+def disputed(unit_texts: Sequence[str], outside_texts: Sequence[str], question: str, consensus: set[str],
+             min_passages: int, bigrams: bool = False) -> bool:
+    """Whether the rest of the set disputes what a unit alone asserts.
+
+    The unit's *carriers* are its passages that state a term of ``consensus``; every other
+    passage of the set (the unit's others too: a real result can share a spoofed URL's domain)
+    may dispute them. The message is disputed when at least ``min_passages`` of those agree on
+    a term the carriers never state and the question does not hold: another voice gives
+    another answer. Undisputed, the message is the set's only account and is delivered: a
+    story that every outlet carries reads like a campaign, and without a competing account
+    withholding it costs the right answer (README, quality section).
+
+    Parameters
+    ----------
+    unit_texts, outside_texts : the unit's passage texts, the set's other passage texts
+    question : str
+    consensus : set of str, the unit's :func:`unconfirmed_consensus`
+    min_passages : int >= 1
+    bigrams : bool, as for :func:`content_terms`
+
+    Returns
+    -------
+    bool
+    """
+    stated = [bool(consensus & content_terms(t, bigrams)) for t in unit_texts]
+    carriers = [t for t, s in zip(unit_texts, stated) if s]
+    others = [t for t, s in zip(unit_texts, stated) if not s] + list(outside_texts)
+    return bool(unconfirmed_consensus(others, carriers, question, 0.0, bigrams, min_count=min_passages))
 
 
 def clashing_units(units: np.ndarray, sources: np.ndarray, pair_i: np.ndarray, pair_j: np.ndarray,
