@@ -222,6 +222,40 @@ def test_conformal_filter_jsonl(tmp_path, capsys):
     assert "conformal filter: 6 responses, 2 errors" in capsys.readouterr().err
 
 
+LONE = "\ud800"  # a valid JSON escape (json and pydantic accept it) that UTF-8 cannot encode
+
+
+def test_lone_surrogates_in_echoed_fields_never_lose_a_line(tmp_path, capsys):
+    # issue 26: one such line used to end the batch with a traceback, every later line lost
+    rows = [{"id": f"q{k}", "question": QUESTION, "passages": json.loads(json.dumps(PASSAGES))} for k in range(4)]
+    rows[1]["id"] = f"q{LONE}"
+    rows[2]["question"] += LONE
+    rows[2]["passages"][0]["text"] += LONE
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="ascii")  # escapes as given
+    for out in (tmp_path / "o.jsonl", "-"):
+        assert main(["defend", str(src), str(out), "--nli", "lexical", "--quiet"]) == 0
+        text = out.read_text(encoding="utf-8") if out != "-" else capsys.readouterr().out
+        recs = [json.loads(line) for line in text.splitlines()]
+        assert len(recs) == len(rows) and all("error" not in r for r in recs)
+        assert recs[1]["id"] == f"q{LONE}"  # echoed exactly as it came in
+        assert recs[0]["id"] == rows[0]["id"] and "\\ud800" not in text.splitlines()[0]
+
+    cal = tmp_path / "cal.json"
+    assert main(["conformal", "calibrate", "--alpha", "0.3", "-o", str(cal), "--quiet"]) == 0
+    resp = [{"id": f"r{k}", "prompt": f"p{k}", "claims": [{"text": f"claim {k}", "score": 0.1 * k}]} for k in range(4)]
+    resp[1]["id"] += LONE
+    resp[2]["prompt"] += LONE
+    resp[3]["claims"][0]["text"] += LONE
+    src = tmp_path / "resp.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in resp), encoding="ascii")
+    out = tmp_path / "kept.jsonl"
+    assert main(["conformal", "filter", str(cal), str(src), str(out), "--quiet"]) == 0
+    recs = _read(out)
+    assert [r["id"] for r in recs] == [r["id"] for r in resp] and all("error" not in r for r in recs)
+    assert recs[2]["prompt"] == resp[2]["prompt"] and recs[3]["claims"][0]["text"] == resp[3]["claims"][0]["text"]
+
+
 def test_conformal_sweep_table_and_csv(tmp_path, capsys):
     csv_path = tmp_path / "sweep.csv"
     assert main(["conformal", "sweep", "--alphas", "0.1", "0.3", "--splits", "20", "--csv", str(csv_path)]) == 0

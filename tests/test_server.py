@@ -319,6 +319,23 @@ def test_filter_equals_the_conformal_filter_command(client, calibration, tmp_pat
     assert client.post("/filter", json={"responses": responses}).json()["results"] == lines
 
 
+def test_lone_surrogates_in_echoed_fields_are_returned_not_a_500(client):
+    # issue 26: a valid JSON escape that UTF-8 cannot encode used to fail the response encoder
+    item = dict(ITEMS[0], id="q\ud800")
+    r = client.post("/defend", content=json.dumps({"items": [item, ITEMS[1]]}),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.content.isascii()
+    assert [x["id"] for x in r.json()["results"]] == ["q\ud800", ITEMS[1].get("id")]
+    responses = _responses()[:2]
+    responses[0]["id"] = "r\ud800"
+    responses[1]["prompt"] = "p\udfff"
+    r = client.post("/filter", content=json.dumps({"responses": responses}),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    assert r.json()["results"][0]["id"] == "r\ud800" and r.json()["results"][1]["prompt"] == "p\udfff"
+    assert client.get("/health").status_code == 200
+
+
 def test_filter_unknown_group_is_an_error_record_and_no_defense_is_503():
     groups = ["news" if k % 2 else "bio" for k in range(40)]
     cc = _calibrated(groups=groups)

@@ -10,18 +10,20 @@ JSONL conventions of every command
 * A file that is not JSONL at all (no line is a JSON object), is not UTF-8 or cannot be read
   is a usage error (exit 2) found before any model loads.
 * Floats JSON cannot hold: NaN is written as ``null``, infinities as ``"inf"`` / ``"-inf"``
-  (as the conformal calibrator's file does).
+  (as the conformal calibrator's file does); text UTF-8 cannot hold (a lone surrogate in an
+  echoed ``id``) as JSON escapes (``rrag_kernels.pipelines.json_text``).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
 import sys
 from typing import Any, Callable, Iterator, Sequence
+
+from ..pipelines import json_text, jsonable
 
 __all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed", "int_at_least",
            "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter", "progress", "chunks", "stderr"]
@@ -158,30 +160,6 @@ def error_record(line: int, row: dict | None, message: str) -> dict:
 # --------------------------------------------------------------------------- JSONL out
 
 
-def jsonable(obj: Any) -> Any:
-    """``obj`` with numpy values, dataclasses, tuples and sets made JSON values; NaN -> None,
-    +-inf -> "inf" / "-inf"."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return obj
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return jsonable(dataclasses.asdict(obj))
-    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy scalars and arrays
-        return jsonable(obj.tolist())
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return None
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
-        return obj
-    if isinstance(obj, int):
-        return obj
-    return str(obj)
-
-
 class JsonlWriter:
     """Writes records one per line to a path (``-``: stdout); a context manager."""
 
@@ -194,7 +172,10 @@ class JsonlWriter:
             raise UsageError(f"output: {exc}") from None
 
     def write(self, record: dict) -> None:
-        self._fh.write(json.dumps(jsonable(record), ensure_ascii=False, allow_nan=False) + "\n")
+        try:
+            self._fh.write(json_text(record) + "\n")
+        except UnicodeEncodeError:  # a stream that cannot hold the characters (stdout in an ASCII locale)
+            self._fh.write(json_text(record, ascii_only=True) + "\n")
         self.count += 1
 
     def __enter__(self) -> "JsonlWriter":

@@ -12,5 +12,10 @@ Each folder's ``__init__`` is its face. Pipelines import the kernels through
 :mod:`rrag_kernels.ops` and models, embedders, retrievers and text helpers through
 :mod:`rrag_kernels.models` (small protocols, so any implementation can be plugged in; every
 default works offline). ``_progress`` (progress bars), ``_answer_metrics`` (EM, F1, Str-Acc,
-attack success) and ``_multihop`` (the multi-hop JSONL reader) are shared by the pipelines.
+attack success) and ``_multihop`` (the multi-hop JSONL reader) are shared by the pipelines;
+``_records`` (how a record becomes JSON text) is on this face for every shell.
 """
+
+from ._records import json_text, jsonable
+
+__all__ = ["json_text", "jsonable"]

@@ -63,7 +63,6 @@ served while a defense runs.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import threading
@@ -81,9 +80,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("rrag_kernels.serve needs FastAPI and uvicorn: pip install 'rrag_kernels[serve]'") from exc
 
 from .. import __version__
-from ..cli.common import jsonable
 from ..cli.conformal import filter_records
 from ..cli.defend import defend_record
+from ..pipelines import json_text
 from ..pipelines.conformal import ClaimConformal
 from ..pipelines.mirage import MirageDefense, params_dict
 from .limits import BodyLimitMiddleware, ServerLimits, error_body
@@ -141,8 +140,8 @@ class _Worker:
 
 
 def _encode(payload: Any) -> bytes:
-    """JSON bytes of a payload (NaN -> null, +-inf -> "inf" / "-inf", as the CLI writes)."""
-    return json.dumps(jsonable(payload), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """JSON bytes of a payload, as the CLI writes a record (``pipelines.json_text``)."""
+    return json_text(payload).encode("utf-8")
 
 
 def _summary(records: list[dict]) -> dict[str, Any]:

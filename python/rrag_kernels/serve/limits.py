@@ -40,13 +40,13 @@ end in its worker thread and holds its slot until then, so a stream of slow requ
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable
 
 from ..ops import check_int
+from ..pipelines import json_text
 
 __all__ = ["ServerLimits", "BodyLimitMiddleware", "error_body"]
 
@@ -105,7 +105,7 @@ class ServerLimits:
 
 def error_body(status: int, message: str, **extra: Any) -> bytes:
     """The JSON body of every error the server answers: ``{"error": message, "status": status, ...}``."""
-    return json.dumps({"error": message, "status": status, **extra}, ensure_ascii=False).encode("utf-8")
+    return json_text({"error": message, "status": status, **extra}).encode("utf-8")
 
 
 async def _send_error(send: Send, status: int, message: str) -> None:

@@ -1,0 +1,64 @@
+"""How a method's record becomes JSON text: written once for every shell (CLI, server, Ray).
+
+* Values JSON has no type for: numpy scalars and arrays become numbers and lists,
+  dataclasses dicts, tuples and sets lists, anything else its ``str``.
+* Floats JSON cannot hold: NaN is ``null``, infinities ``"inf"`` / ``"-inf"`` (as the
+  conformal calibrator's file writes them).
+* Text that is not valid Unicode: a lone surrogate (``"\\ud800"``) is a valid JSON escape that
+  ``json`` and pydantic accept in an input, so an echoed ``id`` or ``prompt`` can hold one,
+  and UTF-8 cannot encode it. Such a record is written with every non-ASCII character escaped
+  (``ensure_ascii``): the text is then ASCII, no writer can fail on it, and ``json.loads``
+  gives back exactly the string that came in. Every other record keeps its characters as they
+  are. The text the methods read is cleaned where they read it (``models.clean_text``:
+  U+FFFD); echoed fields are returned as given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+__all__ = ["jsonable", "json_text"]
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` with numpy values, dataclasses, tuples and sets made JSON values; NaN -> None,
+    +-inf -> "inf" / "-inf"."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy scalars and arrays
+        return jsonable(obj.tolist())
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return None
+        if math.isinf(obj):
+            return "inf" if obj > 0 else "-inf"
+        return obj
+    if isinstance(obj, int):
+        return obj
+    return str(obj)
+
+
+def json_text(obj: Any, *, ascii_only: bool = False) -> str:
+    """One line of JSON for a record (no newline): :func:`jsonable`, then ``json.dumps``.
+
+    Characters stay as they are unless the text holds one UTF-8 cannot encode (a lone
+    surrogate) or ``ascii_only`` is set: then every non-ASCII character is a ``\\uXXXX``
+    escape, which decodes to the same string.
+    """
+    value = jsonable(obj)
+    text = json.dumps(value, ensure_ascii=ascii_only, allow_nan=False)
+    if not ascii_only and not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(value, ensure_ascii=True, allow_nan=False)
+    return text
