@@ -5,36 +5,22 @@
     result = MirageDefense().defend(question, passages)   # gate decision, kept claims, prompt
 
 :mod:`.defense` holds the method (:class:`MirageDefense`, every constant a
-:class:`MirageParams` field; ``mode="paper"`` or ``"corroboration"``); :mod:`.corroboration`
-the rule that decides contradictions by independent support; :mod:`.units` the independent
-source units (domains, paraphrase groups, coordinated units and what only they assert);
-:mod:`.slots` typed slot values and the conflicts that do not wait for the judge; :mod:`.eval`
-the clean / mixed / polluted harness and the gate tuning behind ``python -m rrag_kernels
-mirage-eval``; :mod:`.eval_answers` the coordinated-poisoning harness (RealtimeQA format:
-context ASR / utility, TrustRAG's first stage, a simulated judge); :mod:`.plot` the claim
-graph of one result (:func:`plot_claim_graph`, matplotlib imported only when called).
+:class:`MirageParams` field; ``mode="paper"`` or ``"corroboration"``); :mod:`.types` its
+constants, :class:`MirageParams`, :class:`Claim` and :class:`MirageResult`; :mod:`.prompts` the
+checked prompt and the fallbacks on BLOCK; :mod:`.corroboration` the rule that decides
+contradictions by independent support; :mod:`.units` the independent source units (domains,
+paraphrase groups, coordinated units and what only they assert); :mod:`.slots` typed slot
+values and the conflicts that do not wait for the judge; :mod:`.eval` the clean / mixed /
+polluted harness and the gate tuning behind ``python -m rrag_kernels mirage-eval``;
+:mod:`.eval_answers` the coordinated-poisoning harness (RealtimeQA format: context ASR /
+utility, TrustRAG's first stage, a simulated judge); :mod:`.plot` the claim graph of one result
+(:func:`plot_claim_graph`, matplotlib imported only when called).
 """
 
 from __future__ import annotations
 
 from .corroboration import resolve_by_corroboration, slot_types, supporting_sources
-from .defense import (
-    CHECKED_PROMPT,
-    MODES,
-    ON_BLOCK,
-    PAIRINGS,
-    PARAMETRIC_PROMPT,
-    PASSAGE_KEYS,
-    PASSTHROUGH_PROMPT,
-    REFUSAL_PROMPT,
-    SCORE_KINDS,
-    Claim,
-    MirageDefense,
-    MirageParams,
-    MirageResult,
-    params_dict,
-    top_passages,
-)
+from .defense import MirageDefense, top_passages
 from .eval_answers import (
     ANSWER_REGIMES,
     AnswerRecord,
@@ -74,6 +60,8 @@ from .eval import (
     tune_gate,
 )
 from .plot import ClaimGraphSummary, plot_claim_graph
+from .prompts import CHECKED_PROMPT, PARAMETRIC_PROMPT, PASSTHROUGH_PROMPT, REFUSAL_PROMPT
+from .types import MODES, ON_BLOCK, PAIRINGS, PASSAGE_KEYS, SCORE_KINDS, Claim, MirageParams, MirageResult, params_dict
 
 __all__ = [
     "ANSWER_REGIMES",

@@ -35,7 +35,8 @@ import numpy as np
 from ...models import split_sentences
 from ...ops import check_int
 from .._progress import progress_iter
-from .defense import PASSAGE_KEYS, MirageDefense, MirageParams
+from .defense import MirageDefense
+from .types import PASSAGE_KEYS, MirageParams
 
 logger = logging.getLogger("rrag_kernels")
 

@@ -38,8 +38,8 @@ from ...models import clean_texts
 from ...ops import cosine_matrix
 from .._answer_metrics import TYPOGRAPHIC_PUNCTUATION, normalize_answer
 from .._progress import progress_iter
-from .defense import PASSAGE_KEYS
 from .eval import iter_jsonl
+from .types import PASSAGE_KEYS, MirageParams
 
 ANSWER_REGIMES = ("clean", "mixed", "full")
 
@@ -453,7 +453,7 @@ def evaluate_answers(path: str | Path, *, nli: Any = None, params: Any = None, e
         ``records`` (list of AnswerRecord), ``summary`` (:func:`summarise_answers`),
         ``methods`` (names in order), ``trustrag_tuned`` (the chosen threshold or None).
     """
-    from .defense import MirageDefense, MirageParams
+    from .defense import MirageDefense
 
     rows = load_answer_rows(path)
     if embedder is None:
