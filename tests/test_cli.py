@@ -256,6 +256,43 @@ def test_lone_surrogates_in_echoed_fields_never_lose_a_line(tmp_path, capsys):
     assert recs[2]["prompt"] == resp[2]["prompt"] and recs[3]["claims"][0]["text"] == resp[3]["claims"][0]["text"]
 
 
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_an_interrupted_run_keeps_the_previous_output(how, tmp_path, capsys, monkeypatch):
+    # issue 26: OUT used to be truncated at the start, so a killed rerun destroyed a complete result
+    import os
+    import signal
+
+    from rrag_kernels.pipelines.mirage import MirageDefense
+
+    src = _write(tmp_path / "in.jsonl", [{"id": f"q{k}", "question": QUESTION, "passages": PASSAGES} for k in range(3)])
+    out = tmp_path / "out.jsonl"
+    assert main(["defend", str(src), str(out), "--nli", "lexical", "--quiet"]) == 0
+    complete = out.read_text(encoding="utf-8")
+    assert len(complete.splitlines()) == 3 and not (tmp_path / "out.jsonl.partial").exists()
+    real = MirageDefense.defend_batch
+    calls = []
+
+    def stop_on_second_batch(self, items, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            if how == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            raise KeyboardInterrupt
+        return real(self, items, **kw)
+
+    monkeypatch.setattr(MirageDefense, "defend_batch", stop_on_second_batch)
+    assert main(["defend", str(src), str(out), "--nli", "lexical", "--quiet", "--batch-size", "1"]) == 130
+    assert out.read_text(encoding="utf-8") == complete  # the previous result survives
+    partial = (tmp_path / "out.jsonl.partial").read_text(encoding="utf-8")
+    assert [json.loads(x)["id"] for x in partial.splitlines()] == ["q0"]  # whole lines
+    err = capsys.readouterr().err
+    assert "1 records written to" in err and "left as it was" in err and "interrupted" in err
+    monkeypatch.setattr(MirageDefense, "defend_batch", real)
+    assert main(["defend", str(src), str(out), "--nli", "lexical", "--quiet"]) == 0  # a rerun completes it
+    assert not (tmp_path / "out.jsonl.partial").exists() and len(out.read_text().splitlines()) == 3
+    assert main(["defend", str(src), "/dev/null", "--nli", "lexical", "--quiet"]) == 0  # not renamed over
+
+
 def test_conformal_sweep_table_and_csv(tmp_path, capsys):
     csv_path = tmp_path / "sweep.csv"
     assert main(["conformal", "sweep", "--alphas", "0.1", "0.3", "--splits", "20", "--csv", str(csv_path)]) == 0

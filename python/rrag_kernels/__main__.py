@@ -638,6 +638,14 @@ def main(argv: list[str] | None = None) -> int:
     level = logger.level
     if getattr(args, "quiet", False):  # the libraries' warnings (a failed item) are in the records already
         logger.setLevel(logging.ERROR)
+    # SIGTERM (what schedulers and containers send) ends a run like Ctrl-C: outputs are closed
+    # and said, never left half-written (only in the main thread, where Python runs handlers).
+    import signal
+    import threading
+
+    on_term = None
+    if threading.current_thread() is threading.main_thread():
+        on_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return args.func(args)
     except _UsageError as exc:
@@ -647,6 +655,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         logger.setLevel(level)  # main() may be called in process (tests, notebooks)
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

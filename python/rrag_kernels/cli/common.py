@@ -7,6 +7,9 @@ JSONL conventions of every command
   cannot be run (a line that is not JSON, a missing field, a failure inside the method) is
   an error record ``{"line": n, "id": ..., "error": "..."}`` (``id`` when the line had one;
   ``line`` is 1-based in the input file), never a lost line.
+* ``OUT`` is written as ``OUT.partial`` and renamed when the run ends: a run that fails or
+  is interrupted (Ctrl-C, SIGTERM, a full disk) leaves a previous ``OUT`` as it was and its
+  records so far, whole lines, in ``OUT.partial`` (:class:`JsonlWriter`).
 * A file that is not JSONL at all (no line is a JSON object), is not UTF-8 or cannot be read
   is a usage error (exit 2) found before any model loads.
 * Floats JSON cannot hold: NaN is written as ``null``, infinities as ``"inf"`` / ``"-inf"``
@@ -20,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
@@ -161,31 +165,67 @@ def error_record(line: int, row: dict | None, message: str) -> dict:
 
 
 class JsonlWriter:
-    """Writes records one per line to a path (``-``: stdout); a context manager."""
+    """Writes records one per line to a path (``-``: stdout); a context manager.
+
+    A file is written as ``PATH.partial`` beside it and renamed to ``PATH`` when the run ends
+    without an error, so a run that fails or is interrupted (Ctrl-C, SIGTERM, a full disk)
+    never replaces a previous complete output: its records so far stay in ``PATH.partial``,
+    whole lines (each line is flushed as written), and the message says how many. A path
+    that is not a regular file (``/dev/null``, a FIFO) is written in place.
+    """
 
     def __init__(self, path: str):
         self.path = path
         self.count = 0
+        self._target = None if path == "-" else (path if _special_file(path) else f"{path}.partial")
         try:
-            self._fh = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")
+            self._fh = sys.stdout if self._target is None else open(self._target, "w", encoding="utf-8",
+                                                                    buffering=1)
         except OSError as exc:
             raise UsageError(f"output: {exc}") from None
 
     def write(self, record: dict) -> None:
         try:
-            self._fh.write(json_text(record) + "\n")
-        except UnicodeEncodeError:  # a stream that cannot hold the characters (stdout in an ASCII locale)
-            self._fh.write(json_text(record, ascii_only=True) + "\n")
+            try:
+                self._fh.write(json_text(record) + "\n")
+            except UnicodeEncodeError:  # a stream that cannot hold the characters (stdout in an ASCII locale)
+                self._fh.write(json_text(record, ascii_only=True) + "\n")
+        except OSError as exc:
+            raise UsageError(f"output: cannot write {self._target or 'stdout'} ({exc.strerror or exc}); "
+                             f"{self._kept()}") from None
         self.count += 1
+
+    def _kept(self) -> str:
+        if self._target is None or self._target == self.path:
+            return f"{self.count} records written"
+        return f"{self.count} records written to {self._target}, {self.path} left as it was"
 
     def __enter__(self) -> "JsonlWriter":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if self._fh is sys.stdout:
             self._fh.flush()
-        else:
+            return
+        try:
             self._fh.close()
+        except OSError as exc:  # the last buffered line did not fit
+            if exc_type is None:
+                raise UsageError(f"output: cannot write {self._target} ({exc.strerror or exc}); {self._kept()}") \
+                    from None
+        if exc_type is None:
+            if self._target != self.path:
+                os.replace(self._target, self.path)
+        elif exc_type is not UsageError:  # a UsageError says it already
+            print(f"output: {self._kept()}", file=sys.stderr, flush=True)
+
+
+def _special_file(path: str) -> bool:
+    """Whether ``path`` exists and is not a regular file (a device, a FIFO): not renamed over."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------- progress and messages

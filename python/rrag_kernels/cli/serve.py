@@ -140,5 +140,12 @@ def run(args: argparse.Namespace) -> int:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))  # as uvicorn writes
         logger.addHandler(handler)
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn shuts down gracefully on SIGTERM and then re-raises it to the handler it found:
+        # the default one, not the batch commands' (which would turn a clean stop into exit 130)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     run_server(app, sock=sock, limits=limits, log_level=args.log_level)
     return 0
