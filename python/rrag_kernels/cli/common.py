@@ -60,7 +60,8 @@ def output_file(path: str) -> str:
 
 
 def check_distinct(inputs: Sequence[str], output: str) -> None:
-    """The output must not overwrite an input (it is opened for writing before anything runs)."""
+    """The output must not replace an input (``OUT.partial`` is renamed over ``OUT`` at the end, and
+    stdout or a device is written from the start)."""
     if output == "-" or not os.path.exists(output):
         return
     for path in inputs:
