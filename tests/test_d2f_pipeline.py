@@ -417,9 +417,9 @@ def test_argument_validation():
     with pytest.raises(ValueError, match="k: must be >= 1"):
         D2FReAG(s.llm, FakeRetriever(PASSAGES), D2FParams(k=0))
     m = _method(s)
-    with pytest.raises(TypeError, match="question must be a str"):
+    with pytest.raises(TypeError, match="^question: expected a str"):
         m.answer(None)
-    with pytest.raises(ValueError, match="question must not be empty"):
+    with pytest.raises(ValueError, match="^question: must be a non-empty string"):
         m.answer("  ")
     with pytest.raises(TypeError, match="questions must be a list"):
         m.run_batch("one question")

@@ -141,7 +141,7 @@ def test_defend_dataset_equals_defend_batch(ray_local, tmp_path):
     summary = failure_summary(got)
     assert summary["n"] == len(rows) and summary["n_errors"] == 2
     errors = {e["id"]: e["error"] for e in summary["errors"]}
-    assert errors[7] == "TypeError: passages: item 0 needs a str 'text'"
+    assert errors[7] == "TypeError: passages[0].text: expected a str, got NoneType"
     assert errors[13] == "RuntimeError: scorer down on BOOM"
     # Subsets of one topic can be a single coordinated voice, which keeps nothing and blocks.
     assert sum(g["gate_passed"] for g in got) >= 4 and sum(bool(g["kept"]) for g in got if not g["error"]) >= 4

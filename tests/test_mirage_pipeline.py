@@ -159,10 +159,14 @@ class TestDefend:
             defense.defend(None, [])
         with pytest.raises(TypeError, match="^passages:"):
             defense.defend("q", "not a list")
-        with pytest.raises(TypeError, match="^passages:"):
+        with pytest.raises(TypeError, match=r"^passages\[0\]\.text:"):
             defense.defend("q", [{"url": "https://x.org"}])
-        with pytest.raises(ValueError, match="^passages:"):
+        with pytest.raises(ValueError, match=r"^passages\[0\]\.retrieval_score:"):
             defense.defend("q", [{"text": "a.", "retrieval_score": float("nan")}])
+        with pytest.raises(TypeError, match=r"^passages\[1\]\.url:"):
+            defense.defend("q", [{"text": "a."}, {"text": "b.", "url": 3}])
+        with pytest.raises(ValueError, match="^question: must be a non-empty string"):
+            defense.defend(" \n", [])
         with pytest.raises(ValueError, match="^tau:"):
             MirageDefense(nli=FixedNLI(), tau=1.5)
         with pytest.raises(ValueError, match="^pairing:"):
@@ -281,11 +285,11 @@ class TestRetrievalScore:
             top_passages([1.0], 1, "Similarity")
         defense = MirageDefense(nli=FixedNLI())
         for bad in (float("inf"), float("-inf"), float("nan")):
-            with pytest.raises(ValueError, match="^passages: item 0 has a non-finite retrieval_score"):
+            with pytest.raises(ValueError, match=r"^passages\[0\]\.retrieval_score: must be finite"):
                 defense.defend("q", [{"text": "a.", "retrieval_score": bad}])
-        with pytest.raises(TypeError, match="^passages: item 1 has a retrieval_score of type str"):
+        with pytest.raises(TypeError, match=r"^passages\[1\]\.retrieval_score: expected a number, got str"):
             defense.defend("q", [{"text": "a.", "retrieval_score": 1.0}, {"text": "b.", "retrieval_score": "0.5"}])
-        with pytest.raises(TypeError, match="^passages: item 0 has a retrieval_score of type bool"):
+        with pytest.raises(TypeError, match=r"^passages\[0\]\.retrieval_score: expected a number, got bool"):
             defense.defend("q", [{"text": "a.", "retrieval_score": True}])
 
 

@@ -996,7 +996,7 @@ _PASSAGE = st.fixed_dictionaries(
 )
 
 
-@given(question=st.text(_TEXT_CHARS, max_size=30), passages=st.lists(_PASSAGE, max_size=6))
+@given(question=st.text(_TEXT_CHARS, min_size=1, max_size=30).filter(str.strip), passages=st.lists(_PASSAGE, max_size=6))
 def test_mirage_defense__valid_passages(question, passages):
     result = _defense().defend(question, passages)
     assert result.error is None
@@ -1017,6 +1017,10 @@ def test_mirage_defense__valid_passages(question, passages):
 
 @given(question=st.text(max_size=20))
 def test_mirage_defense__empty_passages_block_the_gate(question):
+    if not question.strip():  # no question is an input error (pipelines/_items.py), never a result
+        with pytest.raises(ValueError, match="^question:"):
+            _defense().defend(question, [])
+        return
     result = _defense().defend(question, [])
     assert not result.gate_passed and result.claims == [] and result.kept_claims == []
 

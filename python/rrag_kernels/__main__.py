@@ -229,8 +229,10 @@ def _d2f_corpus(rows: list, what: str) -> list[dict]:
 
 def _d2f(args: argparse.Namespace) -> int:
     """The batch command's records, as the other batch commands': ``line``, ``id`` when the
-    input had one, then ``answer`` and ``trace``, or ``error``."""
+    input had one, then :meth:`D2FResult.to_record` (``question``, ``answer``, the search's
+    figures, ``trace``) or :meth:`D2FError.to_record` (``error``, ``error_type``, ``question``)."""
     from .cli.common import JsonlWriter, error_record, parse_rows, read_lines
+    from .pipelines import line_record
     from .pipelines.d2f import D2FReAG, corpus_retriever
 
     params = _d2f_params(args)
@@ -240,26 +242,18 @@ def _d2f(args: argparse.Namespace) -> int:
     if not corpus:
         raise _UsageError("no passages: give --corpus FILE, or 'passages' lists in the input lines")
     records: list[dict | None] = []
-    todo: list[tuple[int, int, dict, str]] = []
+    todo: list[tuple[int, int, dict]] = []
     for n, row, why in rows:
-        q = row.get("question") if row is not None else None
-        if row is None or not isinstance(q, str) or not q.strip():
-            records.append(error_record(n, row, why or "no 'question' (a non-empty str)"))
+        if why:  # not a JSON object: the method never sees it
+            records.append(error_record(n, row, why))
         else:
-            todo.append((len(records), n, row, q))
+            todo.append((len(records), n, row))
             records.append(None)
     embedder = make_embedder(args.embedder)
     method = D2FReAG(_d2f_llm(args), corpus_retriever(corpus, embedder), params)
-    results = method.run_batch([q for _, _, _, q in todo], progress=not args.quiet)
-    for (k, n, row, _), res in zip(todo, results):
-        if res.ok:
-            rec: dict = {"line": n}
-            if row.get("id") is not None:
-                rec["id"] = row["id"]
-            rec.update(answer=res.answer, trace=res.to_dict())
-            records[k] = rec
-        else:
-            records[k] = error_record(n, row, f"{res.error_type}: {res.message}")
+    results = method.run_batch([row for _, _, row in todo], progress=not args.quiet)
+    for (k, n, row), res in zip(todo, results):  # the method contract: one result per item
+        records[k] = line_record(n, row, res.to_record())
     with JsonlWriter(args.output or "-") as out:
         for rec in records:
             out.write(rec)

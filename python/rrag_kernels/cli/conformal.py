@@ -200,46 +200,20 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def filter_records(cc: Any, responses: list[dict]) -> list[dict]:
     """The output records of ``rrag conformal filter`` (the module docstring's shape), one per
-    response, in order; public because the HTTP server answers ``POST /filter`` with them.
+    response, in order: ``line``, ``id`` and
+    :func:`rrag_kernels.pipelines.conformal.filter_responses`' record.
 
     Parameters
     ----------
     cc : ClaimConformal, calibrated
     responses : list of dict
         ``{"line": int, "id": any or None, "prompt": str, "group": any or None, "texts": list
-        of str, "scores": list of float}`` (one score per claim text). With a grouped
-        calibration a response whose ``group`` it does not have is an error record.
+        of str, "scores": list of float}`` (one score per claim text).
     """
-    import numpy as np
+    from ..pipelines import line_record
+    from ..pipelines.conformal import filter_responses
 
-    grouped = isinstance(cc.q_hat, dict)
-    records: list[dict | None] = [None] * len(responses)
-    good: list[int] = []
-    for k, resp in enumerate(responses):
-        if grouped and (resp.get("group") is None or str(resp["group"]) not in cc.q_hat):
-            records[k] = error_record(resp["line"], resp, f"'group' {resp.get('group')!r} is not a group of the "
-                                                          f"calibration ({', '.join(cc.q_hat)})")
-        else:
-            good.append(k)
-    if good:
-        sizes = [len(responses[k]["scores"]) for k in good]
-        scores = np.array([x for k in good for x in responses[k]["scores"]], dtype=np.float64)
-        offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
-        groups = [str(responses[k]["group"]) for k in good] if grouped else None
-        keep = cc.filter(scores, offsets, groups)
-        for j, k in enumerate(good):
-            resp = responses[k]
-            mask = keep[offsets[j]:offsets[j + 1]]
-            claims = [{"text": t, "score": float(x), "kept": bool(m)}
-                      for t, x, m in zip(resp["texts"], resp["scores"], mask)]
-            rec: dict[str, Any] = {"line": resp["line"]}
-            if resp.get("id") is not None:
-                rec["id"] = resp["id"]
-            rec.update(prompt=resp["prompt"], q_hat=cc.q_hat[groups[j]] if grouped else cc.q_hat,
-                       n_claims=len(claims), n_kept=int(mask.sum()), claims=claims,
-                       kept=[c["text"] for c in claims if c["kept"]])
-            records[k] = rec
-    return records  # type: ignore[return-value]
+    return [line_record(r["line"], r, rec) for r, rec in zip(responses, filter_responses(cc, responses))]
 
 
 def _filter(args: argparse.Namespace) -> int:

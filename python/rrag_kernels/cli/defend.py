@@ -8,7 +8,8 @@ Input line: ``{"id"?, "question", "passages": [{"text", "url"?, "title"?,
      "dropped": [{"text", "source", "score", "domain", "reason"}],   # with --dropped
      "prompt", "stats"}
 
-or an error record ``{"line", "id"?, "error"}`` (when the defense itself failed on the item, with
+or an error record ``{"line", "id"?, "error"}`` (a line that is not a JSON object; an item that
+breaks the input rules of ``pipelines/_items.py`` or on which the defense failed also has
 ``gate_passed`` false and the ``on_block`` fallback ``prompt``). Items run through
 :meth:`MirageDefense.defend_batch` (one NLI pass per batch, a failing item isolated).
 """
@@ -147,13 +148,10 @@ def defense_from_args(args: argparse.Namespace) -> Any:
 
 def defend_record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:
     """The output record of one defended item (the module docstring's shape): ``line``, the
-    input's ``id`` and :meth:`MirageResult.to_record`; public because the HTTP server
-    (:mod:`rrag_kernels.serve`) answers ``POST /defend`` with the same records."""
-    rec: dict[str, Any] = {"line": line}
-    if row.get("id") is not None:
-        rec["id"] = row["id"]
-    rec.update(result.to_record(dropped=with_dropped))
-    return rec
+    input's ``id`` and :meth:`MirageResult.to_record`."""
+    from ..pipelines import line_record
+
+    return line_record(line, row, result.to_record(dropped=with_dropped))
 
 
 def _graph(result: Any, pattern: str, line: int) -> int:
@@ -166,15 +164,6 @@ def _graph(result: Any, pattern: str, line: int) -> int:
     except (OSError, ValueError) as exc:  # an unknown image suffix, an unwritable path
         raise UsageError(f"--graph: {exc}") from exc
     return 1
-
-
-def _check_row(row: dict) -> str | None:
-    q = row.get("question")
-    if not isinstance(q, str) or not q.strip():
-        return "no 'question' (a non-empty str)"
-    if not isinstance(row.get("passages"), list):
-        return "no 'passages' (a list of {'text', ...})"
-    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,7 +184,6 @@ def run(args: argparse.Namespace) -> int:
                 records: list[dict | None] = [None] * len(part)
                 todo = []
                 for k, (line, row, why) in enumerate(part):
-                    why = why or _check_row(row)
                     if why:
                         records[k] = error_record(line, row, why)
                     else:

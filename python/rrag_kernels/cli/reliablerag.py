@@ -9,7 +9,7 @@ Output line, in input order::
      "chains": [{"triples": [text, ...], "score", "finished"}], "credibility",
      "llm_calls", "prompt_tokens", "completion_tokens", "seconds", "fallbacks"}
 
-or an error record ``{"line", "id"?, "error"}``. The LLM is the embedded SmolLM2-135M
+or an error record ``{"line", "id"?, "error", "question"}`` (``question``: null when it could not be read). The LLM is the embedded SmolLM2-135M
 (``--llm embedded``, the default, offline) or any OpenAI-compatible server (``--url URL
 --model NAME``), as for ``d2f``.
 """
@@ -74,27 +74,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _record(line: int, row: dict, res: Any) -> dict:
-    if res.error is not None:
-        return error_record(line, row, res.error.removeprefix("row 0: "))
-    rec: dict[str, Any] = {"line": line}
-    if row.get("id") is not None:
-        rec["id"] = row["id"]
-    rec.update(question=row["question"], answer=res.answer, context_kind=res.context_kind, context=res.context,
-               context_passages=res.context_passages,
-               chains=[{"triples": [res.triples[t].text for t in ch.triples], "score": ch.score,
-                        "finished": ch.finished} for ch in res.chains],
-               credibility=res.credibility, llm_calls=res.llm_calls, prompt_tokens=res.prompt_tokens,
-               completion_tokens=res.completion_tokens, seconds=res.seconds, fallbacks=res.fallbacks)
-    return rec
+    """``line``, the input's ``id`` and :meth:`RAGAnswer.to_record`."""
+    from ..pipelines import line_record
 
-
-def _check_row(row: dict) -> str | None:
-    q = row.get("question")
-    if not isinstance(q, str) or not q.strip():
-        return "no 'question' (a non-empty str)"
-    if not isinstance(row.get("passages"), list) or not row["passages"]:
-        return "no 'passages' (a non-empty list of {'text', ...})"
-    return None
+    return line_record(line, row, res.to_record())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,7 +112,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         with JsonlWriter(args.output) as out:
             for line, row, why in rows:  # one at a time: each written as soon as it is answered
-                why = why or _check_row(row)
                 if why:
                     rec = error_record(line, row, why)
                 else:

@@ -69,7 +69,7 @@ from ..ops import check_bool, check_int, check_real
 from ..pipelines.conformal import ClaimConformal
 from ..pipelines.d2f import D2FParams, D2FReAG
 from ..pipelines.mirage import MirageDefense, MirageParams
-from ..pipelines.reliablerag import ChainParams, answer
+from ..pipelines.reliablerag import ChainParams, answer_batch
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -426,11 +426,10 @@ class _ScoreWorker(_Worker):
     def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []
         for row, s in zip(rows, self.rag.score_batch(rows, progress=False)):
-            if s.error:
-                out.append({"error": s.error, "question": _question(row)})
-            else:
-                out.append({"question": s.question, "claims": [c.text for c in s.claims],
-                            "scores": [float(c.score) for c in s.claims]})
+            rec = s.to_record()
+            if "error" in rec:
+                rec["question"] = _question(row)  # the item's own, or null when it is not a str
+            out.append(rec)
         return out
 
 
@@ -441,31 +440,11 @@ class _ReliableRAGWorker(_Worker):
 
     def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []
-        for row in rows:  # as answer_batch: one failing row never sinks the others
-            try:
-                q, passages = row.get("question"), row.get("passages")
-                if not isinstance(q, str):  # a null in the column: answer() would read "None"
-                    raise TypeError(f"question: expected a str, got {type(q).__name__}")
-                if not q.strip():
-                    raise ValueError("question: must be a non-empty string")
-                if not isinstance(passages, list):
-                    raise TypeError(f"passages: expected a list of dicts, got {type(passages).__name__}")
-                res = answer(q, passages, llm=self.llm, embedder=self.embedder, **self.options)
-            except Exception as exc:
-                out.append(self.error_record(row, exc))
-                continue
-            if res.error is not None:
-                out.append({"error": res.error, "question": _question(row)})
-                continue
-            out.append({
-                "question": row.get("question"), "answer": res.answer, "context_kind": res.context_kind,
-                "context": list(res.context), "context_passages": [int(p) for p in res.context_passages],
-                "chains": [{"triples": [res.triples[t].text for t in ch.triples], "score": float(ch.score),
-                            "finished": bool(ch.finished)} for ch in res.chains],
-                "credibility": np.asarray(res.credibility, dtype=np.float64).tolist(),
-                "llm_calls": res.llm_calls, "prompt_tokens": res.prompt_tokens,
-                "completion_tokens": res.completion_tokens, "seconds": dict(res.seconds),
-                "fallbacks": _json(res.fallbacks)})
+        for res in answer_batch(rows, llm=self.llm, embedder=self.embedder, **self.options):
+            rec = res.to_record()  # one failing row never sinks the others
+            if "error" not in rec:
+                rec["fallbacks"] = _json(rec["fallbacks"])  # Arrow holds the ragged trace as JSON text
+            out.append(rec)
         return out
 
 
@@ -477,19 +456,11 @@ class _D2FWorker(_Worker):
 
     def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []
-        for row, res in zip(rows, self.method.run_batch([row.get("question") for row in rows])):
-            if not res.ok:
-                out.append({"error": f"{res.error_type}: {res.message}", "error_type": res.error_type,
-                            "question": _question(row)})
-                continue
-            trace = res.to_dict()
-            trace.pop("index", None)  # the position in this actor's batch: meaningless here
-            out.append({"question": res.question, "answer": res.answer, "stop_reason": res.stop_reason,
-                        "budget_bound": res.budget_bound, "decomposed": res.decomposed, "max_level": res.max_level,
-                        "llm_calls": res.llm_calls, "prompt_tokens": res.prompt_tokens,
-                        "completion_tokens": res.completion_tokens, "fallbacks": res.fallbacks,
-                        "retrieval_seconds": res.retrieval_seconds, "llm_seconds": res.llm_seconds,
-                        "total_seconds": res.total_seconds, "trace": _json(trace)})
+        for res in self.method.run_batch(rows):
+            rec = res.to_record()
+            if "trace" in rec:
+                rec["trace"] = _json(rec["trace"])  # Arrow holds the nested trace as JSON text
+            out.append(rec)
         return out
 
 

@@ -13,9 +13,12 @@ Each folder's ``__init__`` is its face. Pipelines import the kernels through
 :mod:`rrag_kernels.models` (small protocols, so any implementation can be plugged in; every
 default works offline). ``_progress`` (progress bars), ``_answer_metrics`` (EM, F1, Str-Acc,
 attack success) and ``_multihop`` (the multi-hop JSONL reader) are shared by the pipelines;
-``_records`` (how a record becomes JSON text) is on this face for every shell.
+``_items`` (what an input item is, and the method contract: ``run_batch`` and
+``to_record``) and ``_records`` (how a record becomes JSON text) are on this face for every
+method and shell.
 """
 
-from ._records import json_text, jsonable
+from ._items import Item, check_item, check_passages, check_question
+from ._records import json_text, jsonable, line_record
 
-__all__ = ["json_text", "jsonable"]
+__all__ = ["Item", "check_item", "check_passages", "check_question", "json_text", "jsonable", "line_record"]

@@ -20,7 +20,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["jsonable", "json_text"]
+__all__ = ["json_text", "jsonable", "line_record"]
 
 
 def jsonable(obj: Any) -> Any:
@@ -62,3 +62,13 @@ def json_text(obj: Any, *, ascii_only: bool = False) -> str:
         except UnicodeEncodeError:
             text = json.dumps(value, ensure_ascii=True, allow_nan=False)
     return text
+
+
+def line_record(line: int, item: Any, record: dict) -> dict:
+    """What a shell writes for one item: ``line`` (its 1-based position), the item's ``id``
+    when it has one, then the method's record (``Result.to_record()``)."""
+    out: dict[str, Any] = {"line": line}
+    if isinstance(item, dict) and item.get("id") is not None:
+        out["id"] = item["id"]
+    out.update(record)
+    return out

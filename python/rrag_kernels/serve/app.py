@@ -7,8 +7,8 @@ Endpoints
     "retrieval_score"?}]}], "dropped"?: false}``. The items run through
     :meth:`MirageDefense.defend_batch` (one NLI pass, a failing item isolated) and come back
     in order, one record each, the records ``rrag defend`` writes
-    (:func:`rrag_kernels.cli.defend.defend_record`; ``line`` is the item's 1-based position
-    in ``items``)::
+    (:func:`rrag_kernels.pipelines.line_record` of :meth:`MirageResult.to_record`; ``line`` is
+    the item's 1-based position in ``items``)::
 
         {"results": [{"line", "id"?, "question", "gate_passed", "gate_reason", "fallback",
                       "kept": [...], "dropped"?: [...], "prompt", "stats"} | error record],
@@ -80,10 +80,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("rrag_kernels.serve needs FastAPI and uvicorn: pip install 'rrag_kernels[serve]'") from exc
 
 from .. import __version__
-from ..cli.conformal import filter_records
-from ..cli.defend import defend_record
-from ..pipelines import json_text
-from ..pipelines.conformal import ClaimConformal
+from ..pipelines import json_text, line_record
+from ..pipelines.conformal import ClaimConformal, filter_responses
 from ..pipelines.mirage import MirageDefense, params_dict
 from .limits import BodyLimitMiddleware, ServerLimits, error_body
 from .schema import DefendRequest, FilterRequest, ScoredResponse
@@ -151,10 +149,10 @@ def _summary(records: list[dict]) -> dict[str, Any]:
 
 def _defend_payload(defense: MirageDefense, rows: list[dict], dropped: bool) -> bytes:
     t0 = time.perf_counter()
-    results = defense.defend_batch(rows, progress=False)
-    if len(results) != len(rows):  # defend_batch promises one result per item
-        raise RuntimeError(f"defend_batch returned {len(results)} results for {len(rows)} items")
-    records = [defend_record(n, row, res, dropped) for n, (row, res) in enumerate(zip(rows, results), 1)]
+    results = defense.run_batch(rows, progress=False)
+    if len(results) != len(rows):  # the method contract: one result per item
+        raise RuntimeError(f"run_batch returned {len(results)} results for {len(rows)} items")
+    records = [line_record(n, row, res.to_record(dropped=dropped)) for n, (row, res) in enumerate(zip(rows, results), 1)]
     summary = _summary(records)
     summary["n_gate_passed"] = sum(bool(r.get("gate_passed")) for r in records)
     summary["elapsed_s"] = time.perf_counter() - t0
@@ -162,9 +160,9 @@ def _defend_payload(defense: MirageDefense, rows: list[dict], dropped: bool) -> 
 
 
 def _filter_payload(cc: ClaimConformal, responses: list[ScoredResponse]) -> bytes:
-    records = filter_records(cc, [{"line": k + 1, "id": r.id, "prompt": r.prompt, "group": r.group,
-                                   "texts": [c.text for c in r.claims], "scores": [c.score for c in r.claims]}
-                                  for k, r in enumerate(responses)])
+    scored = [{"id": r.id, "prompt": r.prompt, "group": r.group, "texts": [c.text for c in r.claims],
+               "scores": [c.score for c in r.claims]} for r in responses]
+    records = [line_record(k, r, rec) for k, (r, rec) in enumerate(zip(scored, filter_responses(cc, scored)), 1)]
     summary = _summary(records)
     summary.update(alpha=cc.alpha, q_hat=cc.q_hat)
     return _encode({"results": records, "summary": summary})

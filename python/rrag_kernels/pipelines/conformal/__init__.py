@@ -9,7 +9,8 @@
 versioned and hashed JSON), :mod:`.data` the adapters of the released claim datasets,
 :mod:`.plot` the trade-off plot (matplotlib, imported only when called) and :mod:`.rag` the
 (multi-hop) RAG pipeline that scores claims with ``claim_relevance`` and filters them
-(:class:`ConformalRAG`, :class:`MultiHopRetriever`).
+(:class:`ConformalRAG`, :class:`MultiHopRetriever`); :mod:`.responses` turns scored responses
+into the filter's records (:func:`filter_responses`, for the CLI and the server).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from .calibrator import FIELDS, FORMAT, FORMAT_VERSION, ClaimConformal
 from .data import DEFAULT_SUPPORTED, ClaimData, from_responses, hash_noise, load_claims
 from .plot import plot_tradeoff
+from .responses import filter_responses
 from .rag import (
     ConformalRAG,
     FilterResult,
@@ -41,6 +43,7 @@ __all__ = [
     "ScoredClaim",
     "ScoredClaims",
     "default_rewriter",
+    "filter_responses",
     "from_responses",
     "hash_noise",
     "load_claims",

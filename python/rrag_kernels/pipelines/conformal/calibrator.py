@@ -42,7 +42,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +143,40 @@ def _read_groups(d: dict) -> tuple[dict[str, float], dict[str, int]]:
         raise ValueError(f"n: the groups must be those of q_hat, but group {odd!r} is in only one of them")
     return ({g: _read_threshold(v, f"q_hat[{g!r}]") for g, v in q_hat.items()},
             {g: _read(check_int, n[g], f"n[{g!r}]", minimum=1, maximum=_COUNT_MAX) for g in q_hat})
+
+
+def _groups_shown(q_hat: dict) -> str:
+    """A grouped calibration's groups for a message (the first few)."""
+    names = [str(g) for g in list(q_hat)[:8]]
+    return ", ".join(names) + (", ..." if len(q_hat) > 8 else "")
+
+
+def _score_array(x: Any, name: str) -> np.ndarray | Exception:
+    """One response's scores as a (P,) float64 array, or the error (not raised) naming ``name``.
+
+    The rule is :meth:`ClaimConformal.filter`'s for its ``scores``: numbers (float or int
+    dtype), no bool, str or object; an empty sequence is zero claims. NaN is checked later,
+    over all responses at once.
+    """
+    if isinstance(x, np.ndarray):
+        arr = x
+    elif isinstance(x, (str, bytes, bytearray)) or not isinstance(x, Sequence):
+        return TypeError(f"{name}: expected a sequence of scores (numbers), got {type(x).__name__}")
+    else:
+        try:
+            arr = np.asarray(x)
+        except Exception as exc:  # ragged nesting, an item numpy cannot take
+            return ValueError(f"{name}: expected a flat sequence of scores ({exc})")
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.float64)
+    if arr.ndim != 1:
+        return ValueError(f"{name}: expected a flat sequence of scores, got a {arr.ndim}-d array")
+    if arr.dtype.kind in "fiu":
+        return arr.astype(np.float64, copy=False)
+    for c, v in enumerate(arr.tolist() if x is arr else x):  # the items as given: numpy makes [0.1, "x"] all str
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            return TypeError(f"{name}: claim {c} has score {_shown(v)}, not a number")
+    return TypeError(f"{name}: expected float or int scores, got dtype {arr.dtype}")
 
 
 class _DuplicateField(ValueError):
@@ -245,6 +281,159 @@ class ClaimConformal:
         check_no_nan(s, "scores")
         q = self._thresholds(off.shape[0] - 1, groups)
         return s >= np.repeat(q, np.diff(off))
+
+    def q_hat_for(self, group: Any = None) -> float:
+        """The threshold a response of ``group`` is filtered with (its record's ``q_hat``).
+
+        Parameters
+        ----------
+        group : hashable, optional
+            The response's group; required, and one of ``q_hat``'s keys, when the calibration
+            is grouped; ignored otherwise.
+
+        Returns
+        -------
+        float
+            ``q_hat`` (ungrouped) or ``q_hat[group]``; may be ``inf`` (keeps no claim).
+
+        Raises
+        ------
+        ValueError
+            Not calibrated; grouped and ``group`` is None or not a group of the calibration.
+        TypeError
+            Grouped and ``group`` is unhashable.
+        """
+        if self.q_hat is None:
+            raise ValueError("ClaimConformal: not calibrated; call calibrate() (or load()) first")
+        if not isinstance(self.q_hat, dict):
+            return float(self.q_hat)
+        try:
+            known = group in self.q_hat
+        except TypeError:
+            raise TypeError(f"group: a group label must be hashable, got {type(group).__name__}") from None
+        if not known:
+            what = "missing (None)" if group is None else f"no threshold for group {_shown(group)}"
+            raise ValueError(f"group: {what}; the calibration is group-conditional "
+                             f"(its groups: {_groups_shown(self.q_hat)})")
+        return float(self.q_hat[group])
+
+    def filter_lists(self, score_lists: Any, groups: Any = None) -> list[np.ndarray | Exception]:
+        """Keep masks for ragged per-response score lists; a bad response is an error, not a raise.
+
+        Every shell that filters responses one record at a time (``rrag conformal filter``
+        and ``POST /filter`` through :func:`rrag_kernels.pipelines.conformal.filter_responses`, the
+        Ray ``conformal_filter_dataset`` batches) needs the same thing: flatten the ragged
+        lists into CSR form, filter them in one call, and turn a response that cannot be
+        filtered into that response's error while the others are still filtered. This is
+        that one ragged filter. Each response is validated on its own first (its group,
+        then its scores; NaN over all claims at once), then all the good ones go through
+        one :meth:`filter` call, so the masks equal those of :meth:`filter` called on each
+        response alone.
+
+        Parameters
+        ----------
+        score_lists : sequence of sequences of float, length n
+            Response ``k``'s claim scores, ``score_lists[k]``: a list, tuple or 1-d numpy
+            array of float or int (shape ``(P_k,)``, ``P_k >= 0``; ragged across responses;
+            ``inf`` allowed, as in :meth:`filter`). A list of lists, a tuple, an object
+            array of 1-d arrays or a 2-d array (its rows); not a str.
+        groups : sequence of hashable, length n, optional
+            Response ``k``'s group, ``groups[k]``: required when the calibration is grouped
+            (``q_hat`` is a dict); checked for length but otherwise ignored when not.
+
+        Returns
+        -------
+        list of length n, in the order of ``score_lists``
+            Entry ``k`` is either a ``(P_k,)`` bool numpy array, claim ``c`` kept iff
+            ``score_lists[k][c] >= self.q_hat_for(groups[k])`` (the masks are slices of one
+            ``(sum P_k,)`` array), or, for a response that cannot be filtered, the exception
+            (not raised) saying why, its message starting with the argument and index:
+
+            - ``TypeError("score_lists[k]: ...")``: not a sequence of numbers (None, a str,
+              a number, a bool / str / None / object score);
+            - ``ValueError("score_lists[k]: ...")``: nested deeper than one level, or a NaN
+              score (``"claim c has score nan ..."``);
+            - ``ValueError("groups[k]: ...")``: grouped, and the group is None or has no
+              threshold; ``TypeError("groups[k]: ...")``: an unhashable group.
+
+            A response with both a bad group and bad scores gets the group's error.
+
+        Raises
+        ------
+        ValueError
+            Not calibrated; grouped and ``groups`` is None; ``len(groups) != n``.
+        TypeError
+            ``score_lists`` or ``groups`` is not a sequence (a str, a dict, a number, a 0-d
+            or 1-d non-object numpy array for ``score_lists``).
+        """
+        if self.q_hat is None:
+            raise ValueError("ClaimConformal: not calibrated; call calibrate() (or load()) first")
+        if isinstance(score_lists, np.ndarray):
+            if score_lists.ndim != 2 and not (score_lists.ndim == 1 and score_lists.dtype == object):
+                raise TypeError(f"score_lists: expected one sequence of scores per response (a list of lists or a "
+                                f"2-d array), got a {score_lists.ndim}-d {score_lists.dtype} array")
+        elif isinstance(score_lists, (str, bytes, bytearray)) or not isinstance(score_lists, Sequence):
+            raise TypeError(f"score_lists: expected a sequence of score sequences (one per response), "
+                            f"got {type(score_lists).__name__}")
+        n = len(score_lists)
+        grouped = isinstance(self.q_hat, dict)
+        if groups is None:
+            if grouped:
+                raise ValueError("groups: this calibrator is group-conditional; pass one group per response")
+        else:
+            if not isinstance(groups, np.ndarray) and (
+                    isinstance(groups, (str, bytes, bytearray)) or not isinstance(groups, Sequence)):
+                raise TypeError(f"groups: expected a sequence of group labels (one per response), "
+                                f"got {type(groups).__name__}")
+            if len(groups) != n:
+                raise ValueError(f"groups: expected {n} labels (one per response), got {len(groups)}")
+        out: list[Any] = [None] * n
+        good: list[int] = []
+        arrays: list[np.ndarray] = []
+        for k in range(n):
+            if grouped:
+                g = groups[k]
+                try:
+                    known = g in self.q_hat
+                except TypeError:
+                    out[k] = TypeError(f"groups[{k}]: a group label must be hashable, got {type(g).__name__}")
+                    continue
+                if not known:
+                    what = "missing (None)" if g is None else f"no threshold for group {_shown(g)}"
+                    out[k] = ValueError(f"groups[{k}]: {what}; the calibration is group-conditional "
+                                        f"(its groups: {_groups_shown(self.q_hat)})")
+                    continue
+            arr = _score_array(score_lists[k], f"score_lists[{k}]")
+            if isinstance(arr, Exception):
+                out[k] = arr
+            else:
+                good.append(k)
+                arrays.append(arr)
+        if not good:
+            return out
+        sizes = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
+        scores = np.concatenate(arrays)
+        nan = np.isnan(scores)
+        if nan.any():  # rare: find the responses (first NaN of each) and leave them out
+            offsets = np.r_[0, np.cumsum(sizes)]
+            at = np.flatnonzero(nan)
+            owner = np.searchsorted(offsets, at, side="right") - 1
+            bad = np.zeros(len(good), dtype=bool)
+            for j, pos in zip(owner.tolist(), at.tolist()):
+                if not bad[j]:
+                    bad[j] = True
+                    out[good[j]] = ValueError(f"score_lists[{good[j]}]: claim {pos - int(offsets[j])} has score "
+                                              "nan (a NaN score cannot be compared with a threshold)")
+            scores = scores[~np.repeat(bad, sizes)]
+            good = [k for j, k in enumerate(good) if not bad[j]]
+            sizes = sizes[~bad]
+            if not good:
+                return out
+        offsets = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        keep = self.filter(scores, offsets, [groups[k] for k in good] if grouped else None)
+        for j, k in enumerate(good):
+            out[k] = keep[offsets[j]:offsets[j + 1]]
+        return out
 
     def evaluate(self, scores: Any, labels: Any, offsets: Any, groups: Any = None) -> dict[str, float]:
         """Metrics on labelled test responses: fully_supported, retention, non_empty,

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...models import DenseRetriever, Embedder, clean_text, split_sentences
 from ...ops import check_int, check_real, claim_relevance
+from .._items import check_question
 from .._progress import progress_iter
 
 logger = logging.getLogger("rrag_kernels")
@@ -35,15 +36,6 @@ __all__ = ["ConformalRAG", "FilterResult", "MultiHopRetriever", "ScoredClaim", "
 
 #: (question, docs found so far, hop about to run) -> the query for that hop.
 Rewriter = Callable[[str, list, int], str]
-
-
-def _check_question(question: Any) -> str:
-    """The question, cleaned by :func:`rrag_kernels.models.clean_text` (what retrievers read)."""
-    if not isinstance(question, str):
-        raise TypeError(f"question: expected str, got {type(question).__name__}")
-    if not question.strip():
-        raise ValueError("question: must be a non-empty string")
-    return clean_text(question)
 
 
 def default_rewriter(question: str, docs_so_far: list[dict[str, Any]], hop: int) -> str:
@@ -142,7 +134,7 @@ class MultiHopRetriever:
         (0-based), ``hop_query`` (the query of that hop) and ``query_sim`` (its cosine to
         that query, as the index returned it).
         """
-        question = _check_question(question)
+        question = check_question(question)
         found: dict[int, dict[str, Any]] = {}
         query = question
         for hop in range(self.hops):
@@ -189,6 +181,14 @@ class ScoredClaims:
     def scores(self) -> np.ndarray:
         return np.array([c.score for c in self.claims], dtype=np.float64)
 
+    def to_record(self) -> dict[str, Any]:
+        """``{"question", "claims": [str], "scores": [float]}``, or ``{"error", "question"}``
+        (pipelines/_items.py)."""
+        if self.error is not None:
+            return {"error": self.error, "question": self.question}
+        return {"question": self.question, "claims": [c.text for c in self.claims],
+                "scores": [float(c.score) for c in self.claims]}
+
 
 @dataclass
 class FilterResult:
@@ -210,6 +210,15 @@ class FilterResult:
     def text(self) -> str:
         """The filtered response: the kept claims joined by spaces."""
         return " ".join(c.text for c in self.kept_claims)
+
+    def to_record(self) -> dict[str, Any]:
+        """``{"question", "q_hat", "n_claims", "n_kept", "claims": [{"text", "score", "kept"}],
+        "kept": [str]}``, or ``{"error", "question"}`` (pipelines/_items.py)."""
+        if self.error is not None:
+            return {"error": self.error, "question": self.question}
+        claims = [{"text": c.text, "score": float(c.score), "kept": bool(c.kept)} for c in self.claims]
+        return {"question": self.question, "q_hat": float(self.q_hat), "n_claims": len(claims),
+                "n_kept": sum(c["kept"] for c in claims), "claims": claims, "kept": [c["text"] for c in claims if c["kept"]]}
 
 
 def _checked_emb(emb: Any, n: int, what: str) -> np.ndarray:
@@ -276,7 +285,7 @@ class ConformalRAG:
 
     def retrieve(self, question: str) -> list[dict[str, Any]]:
         """Docs for ``question``, each with ``query_sim`` (its similarity to the query that found it)."""
-        question = _check_question(question)
+        question = check_question(question)
         if hasattr(self.retriever, "retrieve"):
             docs = [dict(d) for d in self.retriever.retrieve(question)]
         else:
@@ -307,7 +316,7 @@ class ConformalRAG:
     def _prepare(self, item: Mapping[str, Any]) -> tuple[str, list[str], list[dict[str, Any]]]:
         if not isinstance(item, Mapping):
             raise TypeError(f"items: expected dicts, got {type(item).__name__}")
-        question = _check_question(item.get("question"))
+        question = check_question(item.get("question"))
         claims = self._claims_of(item.get("claims"), item.get("response"))
         docs = self._check_docs(item["docs"]) if item.get("docs") is not None else self.retrieve(question)
         return question, claims, docs
@@ -432,6 +441,10 @@ class ConformalRAG:
         if isinstance(cal.q_hat, dict):
             raise ValueError("calibrator: group-conditional calibrators are not supported here; filter the scores with it directly")
         return self._apply(self.score_claims(question, claims, response, docs=docs))
+
+    def run_batch(self, items: Iterable[Mapping[str, Any]], *, progress: bool = True) -> list[FilterResult]:
+        """:meth:`filter_batch` under the method contract's name (pipelines/_items.py)."""
+        return self.filter_batch(items, progress=progress)
 
     def filter_batch(self, items: Iterable[Mapping[str, Any]], *, progress: bool = True) -> list[FilterResult]:
         """:meth:`filter` for many items (as :meth:`score_batch`); failures per item."""

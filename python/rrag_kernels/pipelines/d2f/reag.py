@@ -51,6 +51,7 @@ from typing import Any, Mapping, Sequence
 
 from ...models import LLM, ChatResult, DenseRetriever, Embedder, Retriever, ask_int, ask_parsed
 from ...ops import check_choice, check_int, check_real
+from .._items import check_question
 from .._progress import progress_iter
 from . import prompts
 
@@ -337,6 +338,22 @@ class D2FResult:
         out.update(ok=True, max_level=self.max_level, decomposed=self.decomposed, fallbacks=self.fallbacks)
         return out
 
+    error = None  # the method contract (pipelines/_items.py): a result that did not fail
+
+    def to_record(self) -> dict[str, Any]:
+        """The plain record every shell writes (pipelines/_items.py): ``{"question", "answer",
+        "stop_reason", "budget_bound", "decomposed", "max_level", "llm_calls", "prompt_tokens",
+        "completion_tokens", "fallbacks", "retrieval_seconds", "llm_seconds", "total_seconds",
+        "trace"}``, ``trace`` being :meth:`to_dict` without the batch position ``index``."""
+        trace = self.to_dict()
+        trace.pop("index", None)  # the position in one batch call: meaningless to a reader
+        return {"question": self.question, "answer": self.answer, "stop_reason": self.stop_reason,
+                "budget_bound": self.budget_bound, "decomposed": self.decomposed, "max_level": self.max_level,
+                "llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "fallbacks": self.fallbacks,
+                "retrieval_seconds": self.retrieval_seconds, "llm_seconds": self.llm_seconds,
+                "total_seconds": self.total_seconds, "trace": trace}
+
 
 @dataclass
 class D2FError:
@@ -362,6 +379,15 @@ class D2FError:
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-serialisable dict (with ``ok: False``)."""
         return {**asdict(self), "ok": False}
+
+    @property
+    def error(self) -> str:
+        """``"ErrorType: message"``, as every method's error results say it."""
+        return f"{self.error_type}: {self.message}"
+
+    def to_record(self) -> dict[str, Any]:
+        """``{"error", "error_type", "question"}`` (pipelines/_items.py)."""
+        return {"error": self.error, "error_type": self.error_type, "question": self.question}
 
 
 # --------------------------------------------------------------------------- parsing
@@ -704,10 +730,7 @@ class D2FReAG:
             A free-text call (reasoning, rewrite, update, answer) failed; structured calls
             (judge, decomposition, picks) record failures and fall back instead.
         """
-        if not isinstance(question, str):
-            raise TypeError(f"question must be a str, got {type(question).__name__}")
-        if not question.strip():
-            raise ValueError("question must not be empty")
+        question = check_question(question)
         t0 = time.perf_counter()
         run = _Run(self, question)
         try:
@@ -742,7 +765,9 @@ class D2FReAG:
 
         Parameters
         ----------
-        questions : sequence of str
+        questions : sequence of str or of mapping
+            Questions, or items ``{"question", ...}`` (pipelines/_items.py; other keys
+            are not read: D2F retrieves its own passages).
         progress : bool
             A progress bar (tqdm, when installed).
 
@@ -760,6 +785,8 @@ class D2FReAG:
             raise TypeError(f"questions must be a list of str, got {type(questions).__name__}")
         out: list[D2FResult | D2FError] = []
         for i, q in enumerate(progress_iter(list(questions), enabled=progress, desc="d2f", unit="question")):
+            if isinstance(q, Mapping):  # an item of the method contract (pipelines/_items.py)
+                q = q.get("question")
             try:
                 res = self.answer(q)
             except Exception as exc:  # per-item isolation: record it, go on

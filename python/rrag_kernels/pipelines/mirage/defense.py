@@ -59,6 +59,7 @@ from ...ops import (
     nli_graph,
     select_pairs,
 )
+from .._items import check_item, check_passages, check_question
 from .._progress import progress_iter
 from .corroboration import resolve_by_corroboration, slot_types, supporting_sources
 from .prompts import PARAMETRIC_PROMPT, PASSTHROUGH_PROMPT, REFUSAL_PROMPT, checked_prompt
@@ -164,9 +165,7 @@ class MirageDefense:
 
     def _prepare(self, question: str, passages: Sequence[Mapping[str, Any]]) -> "_Prepared":
         """Steps 1-2: clean the inputs, make the claims, select the pairs for NLI."""
-        if not isinstance(question, str):
-            raise TypeError(f"question: expected str, got {type(question).__name__}")
-        question = clean_text(question)
+        question = check_question(question)
         clean = _clean_passages(passages)
         p = self.params
         timings: dict[str, float] = {}
@@ -326,7 +325,8 @@ class MirageDefense:
     def defend_batch(
         self, items: Iterable[Mapping[str, Any]], *, progress: bool = True
     ) -> list[MirageResult]:
-        """Defend many queries; each item has ``question`` and ``passages``.
+        """Defend many queries; each item has ``question`` and ``passages`` (the rules of
+        pipelines/_items.py). :meth:`run_batch` is the same call under the method contract's name.
 
         A failing item yields a result with ``error`` set and the gate blocked, whose prompt
         follows ``on_block`` (``"passthrough"`` where the item's passages can be read, else
@@ -338,7 +338,8 @@ class MirageDefense:
         states: dict[int, _Prepared] = {}
         for n, item in enumerate(items):
             try:
-                states[n] = self._prepare(item["question"], item["passages"])
+                checked = check_item(item, passage_keys=PASSAGE_KEYS)
+                states[n] = self._prepare(checked.question, checked.passages)
             except Exception as exc:  # one bad item must not lose the batch
                 results[n] = self._failed(n, item, exc)
         # One NLI pass over the distinct pairs of every item (both directions), in chunks so
@@ -360,6 +361,10 @@ class MirageDefense:
             except Exception as exc:
                 results[n] = self._failed(n, items[n], exc)
         return [r for r in results if r is not None]
+
+    def run_batch(self, items: Iterable[Mapping[str, Any]], *, progress: bool = True) -> list[MirageResult]:
+        """:meth:`defend_batch` under the method contract's name (pipelines/_items.py)."""
+        return self.defend_batch(items, progress=progress)
 
     def _failed(self, n: int, item: Any, exc: Exception) -> MirageResult:
         logger.warning("mirage: item %d failed: %s", n, exc)
@@ -452,7 +457,8 @@ class MirageDefense:
             outside = [clean[k]["text"] for k in used if unit_of[k] != used[u]]
             mine = unconfirmed_consensus(inside, outside, question, p.consensus_share, p.consensus_bigrams)
             if mine and p.dispute_min_passages and not disputed(
-                    inside, outside, question, mine, p.dispute_min_passages, p.consensus_bigrams):
+                    inside, outside, question, mine, p.dispute_min_passages, p.consensus_bigrams,
+                    p.dispute_specificity):
                 mine = set()
             out[used[u]] = mine
         return out
@@ -694,27 +700,8 @@ def _checked_probs(probs: Any, n: int) -> np.ndarray:
 
 
 def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Keep only the keys the defense may read, check them, and clean ``text``."""
-    if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
-        raise TypeError(f"passages: expected a list of dicts, got {type(passages).__name__}")
-    out = []
-    for n, ps in enumerate(passages):
-        if not isinstance(ps, Mapping):
-            raise TypeError(f"passages: item {n} is a {type(ps).__name__}, not a dict")
-        text = ps.get("text")
-        if not isinstance(text, str):
-            raise TypeError(f"passages: item {n} needs a str 'text'")
-        item = {k: ps.get(k) for k in PASSAGE_KEYS}
-        item["text"] = clean_text(text)
-        s = item["retrieval_score"]
-        if s is not None:
-            if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)):
-                raise TypeError(f"passages: item {n} has a retrieval_score of type {type(s).__name__}, not a number")
-            if not math.isfinite(float(s)):
-                raise ValueError(f"passages: item {n} has a non-finite retrieval_score {s!r}")
-            item["retrieval_score"] = float(s)
-        out.append(item)
-    return out
+    """The passages checked (pipelines/_items.py) and cut to the keys the defense may read."""
+    return check_passages(passages, keys=PASSAGE_KEYS)
 
 
 def _kept_contradictions(keep: np.ndarray, ei: np.ndarray, ej: np.ndarray, kind: np.ndarray):

@@ -98,9 +98,13 @@ class MirageParams:
     # claims need coordinated_min_units supporting other units (0: off). With
     # dispute_min_passages > 0 the consensus is withheld only when that many passages that do
     # not carry it agree on something its carriers never say (units.disputed: another account);
-    # a story that is the set's only account is delivered (0: always withheld). A claim's
-    # corroboration counts other units or other passages (corroborate_by). tau_dup,
-    # consensus_share, consensus_bigrams, contr_min_far and dispute_min_passages were chosen on
+    # a story that is the set's only account is delivered (0: always withheld), and so is one
+    # whose carriers hold at least dispute_specificity times the checkable detail (numbers,
+    # names: units.detail_terms) of the passages disputing it: two coordinated voices, and
+    # the one that reads like reporting is not silenced by the one that only restates the
+    # question around its answer (0: off). A claim's corroboration counts other units or
+    # other passages (corroborate_by). tau_dup, consensus_share, consensus_bigrams,
+    # contr_min_far, dispute_min_passages and dispute_specificity were chosen on
     # shared/data/realtimeqa_dev.jsonl, 4-fold cross-validated by question (README, quality
     # section).
     units: str = "content"
@@ -110,6 +114,7 @@ class MirageParams:
     coordinated_min_passages: int = 3
     coordinated_min_units: int = 0
     dispute_min_passages: int = 2
+    dispute_specificity: float = 1.25
     corroborate_by: str = "passage"
     # Pairs stating a value of one type with none in common (a year, date, percentage, amount,
     # number, or a swapped name in otherwise shared wording: pipelines/mirage/slots.py) are
@@ -149,7 +154,7 @@ class MirageParams:
                 raise ValueError(f"{name}: must be in [0, 1], got {v}")
         if self.contr_min_far is not None and not (0.0 <= float(self.contr_min_far) <= 1.0):
             raise ValueError(f"contr_min_far: must be in [0, 1] or None, got {self.contr_min_far}")
-        for name in ("alpha", "beta", "r_max", "eps"):
+        for name in ("alpha", "beta", "r_max", "eps", "dispute_specificity"):
             v = float(getattr(self, name))
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name}: must be finite and >= 0, got {v}")

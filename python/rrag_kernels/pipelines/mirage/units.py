@@ -198,7 +198,7 @@ def unconfirmed_consensus(unit_texts: Sequence[str], outside_texts: Sequence[str
 
 
 def disputed(unit_texts: Sequence[str], outside_texts: Sequence[str], question: str, consensus: set[str],
-             min_passages: int, bigrams: bool = False) -> bool:
+             min_passages: int, bigrams: bool = False, specificity_ratio: float = 0.0) -> bool:
     """Whether the rest of the set disputes what a unit alone asserts.
 
     The unit's *carriers* are its passages that state a term of ``consensus``; every other
@@ -224,7 +224,60 @@ def disputed(unit_texts: Sequence[str], outside_texts: Sequence[str], question: 
     stated = [bool(consensus & content_terms(t, bigrams)) for t in unit_texts]
     carriers = [t for t, s in zip(unit_texts, stated) if s]
     others = [t for t, s in zip(unit_texts, stated) if not s] + list(outside_texts)
-    return bool(unconfirmed_consensus(others, carriers, question, 0.0, bigrams, min_count=min_passages))
+    account = unconfirmed_consensus(others, carriers, question, 0.0, bigrams, min_count=min_passages)
+    if not account:
+        return False
+    if specificity_ratio <= 0:
+        return True
+    disputers = [t for t in others if account & content_terms(t, bigrams)]
+    contested = {w for term in consensus | account for w in term.split()}
+    mine = _mean_detail(carriers, question, contested)
+    theirs = _mean_detail(disputers, question, contested)
+    return not (mine > 0 and mine >= specificity_ratio * theirs)
+
+
+_TOKEN = re.compile(r"[^\W_]+(?:[.,'’][^\W_]+)*", re.UNICODE)
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|[\"“‘'(\[]\s*|\.\.\.\s*)")
+
+
+def detail_terms(text: str, question: str, exclude: set[str] = frozenset()) -> set[str]:
+    """The checkable specifics of a text beyond the question and ``exclude``: tokens with a
+    digit (numbers, dates, amounts) and capitalised words that do not open a sentence (names
+    of people, places, organisations), normalised as :func:`content_terms` normalises words
+    (lower case, possessive and plural ``s`` stripped).
+
+    Why: independent reporting of an event carries details a reader could check (who,
+    where, how many); a fabricated message repeated by one writer mostly restates the
+    question around its one answer. ``exclude`` takes the contested values themselves out,
+    so that what is compared is the detail *around* them.
+    """
+    skip = content_terms(question) | set(exclude)
+    starts = {m.end() for m in _SENTENCE_START.finditer(text)}
+    out = set()
+    for m in _TOKEN.finditer(text):
+        w = m.group(0)
+        if not (any(ch.isdigit() for ch in w) or (w[0].isupper() and m.start() not in starts)):
+            continue
+        key = _normal_word(w)
+        if key and key not in skip and key not in _STOPWORDS:
+            out.add(key)
+    return out
+
+
+def _normal_word(word: str) -> str:
+    """A token as :func:`content_terms` would write it (apostrophes dropped first)."""
+    w = word.lower().replace("\u2019", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    w = w.replace("'", "")
+    if len(w) > 3 and w.endswith("s") and not w[-2].isdigit():
+        w = w[:-1]
+    return w
+
+
+def _mean_detail(texts: Sequence[str], question: str, exclude: set[str]) -> float:
+    """Mean number of :func:`detail_terms` per text (0.0 for no texts)."""
+    return float(np.mean([len(detail_terms(t, question, exclude)) for t in texts])) if texts else 0.0
 
 
 def clashing_units(units: np.ndarray, sources: np.ndarray, pair_i: np.ndarray, pair_j: np.ndarray,

@@ -29,6 +29,7 @@ import numpy as np
 
 from ...models import Embedder
 from ...ops import check_choice, check_int
+from .._items import check_item, check_passages, check_question
 from .chains import Chain, ChainParams, Triple, build_chains, get_selector, tbs_context, triples_from_passages
 from .sources import score_credibility
 from .extraction import extract_triples
@@ -104,6 +105,8 @@ class RAGAnswer:
     selector_trace : list of dict
     error : str or None
         Why the question failed (then the other fields are what was reached).
+    question : str or None
+        The question as read (cleaned); None when it could not be read.
     """
 
     answer: str = ""
@@ -120,6 +123,24 @@ class RAGAnswer:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
     selector_trace: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    question: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The plain record every shell writes (pipelines/_items.py, the method contract):
+        ``{"question", "answer", "context_kind", "context", "context_passages", "chains":
+        [{"triples": [str], "score", "finished"}], "credibility", "llm_calls",
+        "prompt_tokens", "completion_tokens", "seconds", "fallbacks"}``, or for a failed
+        question ``{"error", "question"}``."""
+        if self.error is not None:
+            return {"error": self.error, "question": self.question}
+        return {"question": self.question, "answer": self.answer, "context_kind": self.context_kind,
+                "context": list(self.context), "context_passages": [int(p) for p in self.context_passages],
+                "chains": [{"triples": [self.triples[t].text for t in ch.triples], "score": float(ch.score),
+                            "finished": bool(ch.finished)} for ch in self.chains],
+                "credibility": np.asarray(self.credibility, dtype=np.float64).tolist(),
+                "llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "seconds": dict(self.seconds),
+                "fallbacks": list(self.fallbacks)}
 
 
 def sbs_context(triples: Sequence[Triple], chains: Sequence[Chain], max_passages: int = 3) -> list[int]:
@@ -245,13 +266,16 @@ def answer(question: str, passages: Sequence[Mapping[str, Any]], *, llm: Any, em
     Raises
     ------
     ValueError, TypeError
-        Bad arguments (unknown names, bad params). What the LLM does never raises.
+        Bad arguments (an item that breaks pipelines/_items.py's rules, unknown names, bad
+        params). What the LLM does never raises.
     """
+    question = check_question(question)
+    passages = check_passages(passages, text_required=False)
     check_choice(context, "context", ("tbs", "sbs"))
     params = (params or ChainParams()).validate()
     t_start = time.perf_counter()
     meter, emb = _TimedLLM(llm), _TimedEmbedder(embedder)
-    out = RAGAnswer(context_kind=context)
+    out = RAGAnswer(context_kind=context, question=question)
     timings: dict[str, float] = {"kernels": 0.0}
     try:
         triples, ext_records = question_triples(passages, meter, extraction)
@@ -331,13 +355,16 @@ def vanilla_answer(question: str, passages: Sequence[Mapping[str, Any]], *, llm:
 
 
 def answer_batch(rows: Sequence[Mapping[str, Any]], **kwargs: Any) -> list[RAGAnswer]:
-    """:func:`answer` for each ``{"question", "passages"}`` row; a row that raises (a bad
-    row, a failing backend) gets a :class:`RAGAnswer` with ``error`` set, so the output has
-    one result per row, in order."""
+    """:func:`answer` for each ``{"question", "passages"}`` item (pipelines/_items.py); an
+    item that raises (it breaks the input rules, a backend fails) gets a :class:`RAGAnswer`
+    with ``error`` set, so the output has one result per item, in order."""
     out = []
-    for n, row in enumerate(rows):
+    for row in rows:
         try:
-            out.append(answer(row["question"], row["passages"], **kwargs))
+            item = check_item(row, text_required=False)
+            out.append(answer(item.question, item.passages, **kwargs))
         except Exception as exc:
-            out.append(RAGAnswer(error=f"row {n}: {type(exc).__name__}: {exc}"))
+            question = row.get("question") if isinstance(row, Mapping) else None
+            out.append(RAGAnswer(error=f"{type(exc).__name__}: {exc}",
+                                 question=question if isinstance(question, str) else None))
     return out
