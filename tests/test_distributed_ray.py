@@ -228,6 +228,27 @@ def test_conformal_scores_and_q_hat_equal_single_process(ray_local):
     assert filtered[-1]["kept"] is None and filtered[-1]["error"].startswith("ValueError: claims:")
 
 
+def test_conformal_filter_rows_that_cannot_be_filtered_are_their_own_errors(ray_local):
+    # one ragged filter (ClaimConformal.filter_lists): a NaN score or an unknown group is that
+    # row's error, named by the dataset's column; the other rows are filtered as alone
+    cal = ClaimConformal(alpha=0.3).calibrate(np.array([0.1, 0.5, 0.9, 0.3, 0.7, 0.2]),
+                                              np.array([0, 1, 1, 0, 1, 1], dtype=bool),
+                                              np.array([0, 2, 4, 6]), ["a", "b", "a"])
+    rows = [{"id": 0, "scores": [0.95, 0.05], "group": "a"},
+            {"id": 1, "scores": [0.5, float("nan")], "group": "a"},
+            {"id": 2, "scores": [0.8], "group": "zzz"},
+            {"id": 3, "scores": [], "group": "b"},
+            {"id": 4, "scores": [0.6, 0.99], "group": "b"}]
+    got = collect_by_id(conformal_filter_dataset(ray_local.data.from_items(rows), cal, claims_column=None,
+                                                 group_column="group"))
+    for k in (0, 3, 4):
+        want = cal.filter(np.array(rows[k]["scores"]), np.array([0, len(rows[k]["scores"])]), [rows[k]["group"]])
+        assert got[k]["error"] is None and got[k]["kept"] == want.tolist()
+        assert got[k]["q_hat"] == cal.q_hat[rows[k]["group"]]
+    assert got[1]["kept"] is None and got[1]["error"].startswith("ValueError: scores: claim 1 has score nan")
+    assert got[2]["kept"] is None and got[2]["error"].startswith("ValueError: group: no threshold for group 'zzz'")
+
+
 # --------------------------------------------------------------------------- the LLM pipelines
 
 RAG_PASSAGES = [

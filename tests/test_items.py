@@ -10,7 +10,7 @@ from helpers import ConstantNLI, HashEmbedder
 from rrag_kernels.pipelines import check_item, check_passages, check_question, json_text
 from rrag_kernels.pipelines.conformal import ClaimConformal, ConformalRAG, MultiHopRetriever
 from rrag_kernels.pipelines.mirage import MirageDefense
-from rrag_kernels.pipelines.reliablerag import answer_batch
+from rrag_kernels.pipelines.reliablerag import ReliableRAG, answer_batch
 
 
 def test_question_rule():
@@ -100,9 +100,12 @@ def test_reliablerag_follows_the_contract():
     from rrag_kernels.models import ScriptedLLM
 
     llm = ScriptedLLM(lambda msgs: "Oslo")
-    results = answer_batch([GOOD, *BAD], llm=llm, embedder=HashEmbedder(), credibility="uniform",
-                           selector="reliability")
-    records = _contract(results, 5)
+    method = ReliableRAG(llm, HashEmbedder(), credibility="uniform", selector="reliability")
+    records = _contract(method.run_batch([GOOD, *BAD]), 5)
+    direct = answer_batch([GOOD, *BAD], llm=llm, embedder=HashEmbedder(), credibility="uniform",
+                          selector="reliability")
+    assert [{k: v for k, v in r.to_record().items() if k != "seconds"} for r in direct] == \
+        [{k: v for k, v in rec.items() if k != "seconds"} for rec in records]
     assert "error" not in records[0] and records[0]["question"] == GOOD["question"]
     assert [rec["error"].split(":")[0] for rec in records[1:]] == ["ValueError", "ValueError", "TypeError",
                                                                      "TypeError"]

@@ -81,7 +81,7 @@ def _record(line: int, row: dict, res: Any) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..pipelines.reliablerag import ChainParams, answer_batch
+    from ..pipelines.reliablerag import ChainParams, ReliableRAG
 
     if args.model is not None and args.url is None:
         raise UsageError("--model: names a model of the --url server; give --url too")
@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--judge: {exc}") from exc
     embedder = make_embedder(args.embedder)
     llm = make_llm(args)
+    method = ReliableRAG(llm, embedder, credibility=args.credibility, credibility_options=options,
+                         context=args.context, selector=args.selector, params=params, extraction=args.extraction)
     t0 = time.perf_counter()
     errors = 0
     bar = progress(len(rows), enabled=not args.quiet, desc="reliablerag", unit="q")
@@ -115,10 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 if why:
                     rec = error_record(line, row, why)
                 else:
-                    res = answer_batch([row], llm=llm, embedder=embedder, credibility=args.credibility,
-                                       credibility_options=options, context=args.context, selector=args.selector,
-                                       params=params, extraction=args.extraction)[0]
-                    rec = _record(line, row, res)
+                    rec = _record(line, row, method.run_batch([row])[0])
                 out.write(rec)
                 errors += "error" in rec
                 bar.update(1)

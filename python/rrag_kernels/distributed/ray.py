@@ -57,19 +57,19 @@ importable: install the wheel in the nodes' image, or ship it per job with
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from dataclasses import dataclass, is_dataclass, asdict
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..ops import check_bool, check_int, check_real
+from ..pipelines import json_text
 from ..pipelines.conformal import ClaimConformal
 from ..pipelines.d2f import D2FParams, D2FReAG
 from ..pipelines.mirage import MirageDefense, MirageParams
-from ..pipelines.reliablerag import ChainParams, answer_batch
+from ..pipelines.reliablerag import ChainParams, ReliableRAG
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -308,19 +308,10 @@ def _question(row: Mapping[str, Any]) -> str | None:
     return q if isinstance(q, str) else None
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy scalars and arrays
-        return obj.tolist()
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return asdict(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    return str(obj)
-
-
 def _json(obj: Any) -> str:
-    """JSON text of a trace (NaN / inf as JSON's usual extension: Python reads it back)."""
-    return json.dumps(obj, default=_json_default, ensure_ascii=False)
+    """JSON text of a nested field (a trace, fallbacks): the one record-to-JSON rule of every
+    shell (:func:`rrag_kernels.pipelines.json_text`: NaN null, infinities as strings)."""
+    return json_text(obj)
 
 
 class _Worker:
@@ -340,11 +331,24 @@ class _Worker:
         self.schema = pa.schema(_schemas()[kind])
         self.setup(**state)
 
+    #: The method (pipelines/_items.py's contract: ``run_batch`` and ``to_record``), set by ``setup``.
+    method: Any = None
+    #: Record fields too nested or ragged for one Arrow type: stored as JSON text.
+    json_columns: tuple[str, ...] = ()
+
     def setup(self, **state: Any) -> None:  # pragma: no cover - every worker defines it
         raise NotImplementedError
 
-    def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError
+    def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The method's records, one per row, in order (a failing row is an error record)."""
+        out = []
+        for res in self.method.run_batch(rows, progress=False):
+            rec = res.to_record()
+            for name in self.json_columns:
+                if name in rec:
+                    rec[name] = _json(rec[name])
+            out.append(rec)
+        return out
 
     def error_record(self, row: Mapping[str, Any], exc: BaseException) -> dict[str, Any]:
         return {"error": _error(exc), "question": _question(row)}
@@ -434,34 +438,20 @@ class _ScoreWorker(_Worker):
 
 
 class _ReliableRAGWorker(_Worker):
+    json_columns = ("fallbacks",)
+
     def setup(self, *, llm_factory: Callable[[], Any], embedder_factory: Callable[[], Any],
               options: dict[str, Any]) -> None:
-        self.llm, self.embedder, self.options = llm_factory(), embedder_factory(), options
-
-    def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = []
-        for res in answer_batch(rows, llm=self.llm, embedder=self.embedder, **self.options):
-            rec = res.to_record()  # one failing row never sinks the others
-            if "error" not in rec:
-                rec["fallbacks"] = _json(rec["fallbacks"])  # Arrow holds the ragged trace as JSON text
-            out.append(rec)
-        return out
+        self.method = ReliableRAG(llm_factory(), embedder_factory(), **options)
 
 
 class _D2FWorker(_Worker):
+    json_columns = ("trace",)
+
     def setup(self, *, llm_factory: Callable[[], Any], retriever_factory: Callable[[], Any], params: D2FParams,
               judge_llm_factory: Callable[[], Any] | None) -> None:
         judge = judge_llm_factory() if judge_llm_factory is not None else None
         self.method = D2FReAG(llm_factory(), retriever_factory(), params, judge_llm=judge)
-
-    def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = []
-        for res in self.method.run_batch(rows):
-            rec = res.to_record()
-            if "trace" in rec:
-                rec["trace"] = _json(rec["trace"])  # Arrow holds the nested trace as JSON text
-            out.append(rec)
-        return out
 
 
 # --------------------------------------------------------------------------- MIRAGE
@@ -752,23 +742,18 @@ def _filter_batch(batch: Any, *, calibrator: ClaimConformal, scores_column: str,
         elif errors[k] is None:
             todo.append(k)
 
-    def run(rows: list[int]) -> None:
-        s = np.array([x for k in rows for x in scores[k]], dtype=np.float64)
-        off = np.concatenate([[0], np.cumsum([len(scores[k]) for k in rows])]).astype(np.int64)
-        keep = calibrator.filter(s, off, [groups[k] for k in rows] if grouped else None)
-        for j, k in enumerate(rows):
-            kept[k] = keep[off[j]:off[j + 1]].tolist()
-            q_hat[k] = float(calibrator.q_hat[groups[k]] if grouped else calibrator.q_hat)
-
-    try:
-        if todo:
-            run(todo)
-    except Exception:  # a NaN score, an unknown group: find the rows, keep the others
-        for k in todo:
-            try:
-                run([k])
-            except Exception as exc:
-                errors[k] = _error(exc)
+    if todo:  # the one ragged filter (ClaimConformal.filter_lists): a bad row is its own error
+        masks = calibrator.filter_lists([scores[k] for k in todo], [groups[k] for k in todo] if grouped else None)
+        for k, mask in zip(todo, masks):
+            if isinstance(mask, Exception):
+                # "score_lists[j]: ..." / "groups[j]: ...": j is the row's place in this call, so
+                # the message names the dataset's column instead
+                where, _, why = str(mask).partition(": ")
+                column = group_column if where.startswith("groups[") else scores_column
+                errors[k] = f"{type(mask).__name__}: {column}: {why}"
+            else:
+                kept[k] = mask.tolist()
+                q_hat[k] = calibrator.q_hat_for(groups[k] if grouped else None)
     cols = {"kept": pa.array(kept, pa.list_(pa.bool_())),
             "n_kept": pa.array([None if x is None else int(sum(x)) for x in kept], pa.int64()),
             "q_hat": pa.array(q_hat, pa.float64())}

@@ -14,7 +14,8 @@ LLM selector, triple extraction, TBS / SBS context and a reader (the face of
 :func:`tbs_context`); :mod:`.sources` the ``"llm"`` and ``"agreement"`` sources and
 the ROC-AUC against the injected labels; :mod:`.selector` the ``"llm"`` selector;
 :mod:`.extraction` LLM triple extraction; :mod:`.answer` the end-to-end :func:`answer`
-(and :func:`answer_batch`, the baseline :func:`vanilla_answer`); :mod:`.eval` the alpha x
+(and :func:`answer_batch`, :class:`ReliableRAG` with the method contract's ``run_batch``,
+the baseline :func:`vanilla_answer`); :mod:`.eval` the alpha x
 injected-passages grid and :func:`evaluate_llm` behind ``python -m rrag_kernels
 reliablerag-eval``.
 
@@ -71,6 +72,7 @@ from .answer import (
     CONTEXTS,
     READER_SYSTEM,
     RAGAnswer,
+    ReliableRAG,
     answer,
     answer_batch,
     clean_answer,
@@ -103,6 +105,7 @@ __all__ = [
     "CredibilityScores",
     "LLMSelector",
     "RAGAnswer",
+    "ReliableRAG",
     "ReliabilitySelector",
     "Triple",
     "agreement_credibility",

@@ -30,6 +30,7 @@ import numpy as np
 from ...models import Embedder
 from ...ops import check_choice, check_int
 from .._items import check_item, check_passages, check_question
+from .._progress import progress_iter
 from .chains import Chain, ChainParams, Triple, build_chains, get_selector, tbs_context, triples_from_passages
 from .sources import score_credibility
 from .extraction import extract_triples
@@ -354,12 +355,13 @@ def vanilla_answer(question: str, passages: Sequence[Mapping[str, Any]], *, llm:
     return out
 
 
-def answer_batch(rows: Sequence[Mapping[str, Any]], **kwargs: Any) -> list[RAGAnswer]:
+def answer_batch(rows: Sequence[Mapping[str, Any]], *, progress: bool = False, **kwargs: Any) -> list[RAGAnswer]:
     """:func:`answer` for each ``{"question", "passages"}`` item (pipelines/_items.py); an
     item that raises (it breaks the input rules, a backend fails) gets a :class:`RAGAnswer`
-    with ``error`` set, so the output has one result per item, in order."""
+    with ``error`` set, so the output has one result per item, in order. ``progress``: a
+    tqdm bar when tqdm is installed."""
     out = []
-    for row in rows:
+    for row in progress_iter(list(rows), enabled=progress, desc="reliablerag", unit="question"):
         try:
             item = check_item(row, text_required=False)
             out.append(answer(item.question, item.passages, **kwargs))
@@ -368,3 +370,28 @@ def answer_batch(rows: Sequence[Mapping[str, Any]], **kwargs: Any) -> list[RAGAn
             out.append(RAGAnswer(error=f"{type(exc).__name__}: {exc}",
                                  question=question if isinstance(question, str) else None))
     return out
+
+
+class ReliableRAG:
+    """ReliableRAG under the method contract (pipelines/_items.py): the backends and options
+    once, then :meth:`run_batch` over items, as the other three methods.
+
+    Parameters
+    ----------
+    llm : LLM
+    embedder : Embedder
+    **options
+        Any keyword argument of :func:`answer` (``credibility``, ``context``, ``selector``,
+        ``params``, ...).
+    """
+
+    def __init__(self, llm: Any, embedder: Embedder, **options: Any):
+        self.llm, self.embedder, self.options = llm, embedder, dict(options)
+
+    def answer(self, question: str, passages: Sequence[Mapping[str, Any]]) -> RAGAnswer:
+        """:func:`answer` on one question."""
+        return answer(question, passages, llm=self.llm, embedder=self.embedder, **self.options)
+
+    def run_batch(self, items: Sequence[Mapping[str, Any]], *, progress: bool = False) -> list[RAGAnswer]:
+        """:func:`answer_batch`: one :class:`RAGAnswer` per item, in order, errors in place."""
+        return answer_batch(items, progress=progress, llm=self.llm, embedder=self.embedder, **self.options)
