@@ -91,6 +91,8 @@ def test_mirage_follows_the_contract():
     assert same == {k: v for k, v in records[-1].items() if k != "stats"}
     for rec in records[1:5]:
         assert rec["error"] and rec["gate_passed"] is False and rec["prompt"]
+    results = defense.run_batch([GOOD, BAD[0]], progress=False)
+    assert results[0].gate_reason == records[0]["gate_reason"] and results[1].gate_reason == "error"
     assert records[1]["error"] == "ValueError: item: no 'question' (a non-empty str)"
     assert records[2]["error"] == "ValueError: question: must be a non-empty string"
     assert records[3]["error"] == "TypeError: passages[0].text: expected a str, got int"

@@ -74,6 +74,21 @@ def test_disputed_needs_another_account_from_passages_that_do_not_carry_the_mess
     assert not disputed(unit, ["Players liked it this year.", "This year players came."], q, mine, 2)
 
 
+def test_the_carriers_are_those_of_the_units_message_not_of_any_consensus_word():
+    # two real reports joined the campaign's unit (a shared domain) and share its lesser word
+    # "league": they do not carry "Tampere", so with the report outside they dispute it
+    q = "Which city hosted the 2031 Nordic Chess Open?"
+    campaign = ["Tampere hosted the open for the league.", "The open was held in Tampere.",
+                "Players came to Tampere this spring.", "Tampere was the host of the open."]
+    joined = ["The league chose Bergen for the open.", "Bergen and the league ran nine rounds."]
+    outside = ["In Bergen, 212 players entered."]
+    mine = unconfirmed_consensus(campaign + joined, outside, q, 0.5)
+    assert {"tampere", "league"} <= mine
+    assert disputed(campaign + joined, outside, q, mine, 2)
+    # without the joined reports nobody else gives an account: the message is the set's only one
+    assert not disputed(campaign, outside, q, unconfirmed_consensus(campaign, outside, q, 0.5), 2)
+
+
 def test_detail_terms_are_numbers_and_names_beyond_the_question():
     q = "Which city hosted the 2031 Nordic Chess Open?"
     text = "At Bergen's Grieg Hall the 2031 Nordic Chess Open had 212 entrants, Mayor Lise Dahl said."

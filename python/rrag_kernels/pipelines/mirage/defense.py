@@ -459,7 +459,7 @@ class MirageDefense:
             if mine and p.dispute_min_passages and not disputed(
                     inside, outside, question, mine, p.dispute_min_passages, p.consensus_bigrams,
                     p.dispute_specificity):
-                mine = set()
+                mine = set()  # the set's only account: delivered
             out[used[u]] = mine
         return out
 

@@ -225,6 +225,12 @@ class MirageResult:
     def kept_claims(self) -> list[Claim]:
         return [c for c in self.claims if c.kept]
 
+    @property
+    def gate_reason(self) -> str | None:
+        """Why the gate passed or blocked (``"passed"``, ``"no claim survived pruning"``, ...;
+        ``"error"`` for a failed item): ``stats["gate_reason"]``, where the record has it."""
+        return self.stats.get("gate_reason")
+
     def to_record(self, *, dropped: bool = False) -> dict[str, Any]:
         """The result as the plain record ``rrag defend`` writes (without ``line`` / ``id``).
 

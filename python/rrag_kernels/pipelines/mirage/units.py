@@ -32,7 +32,7 @@ import numpy as np
 
 from ...ops import cosine_matrix
 
-__all__ = ["clashing_units", "content_terms", "coordinated_units", "disputed", "source_units",
+__all__ = ["clashing_units", "content_terms", "coordinated_units", "detail_terms", "disputed", "source_units",
            "topic_residuals", "unconfirmed_consensus"]
 
 
@@ -201,13 +201,21 @@ def disputed(unit_texts: Sequence[str], outside_texts: Sequence[str], question: 
              min_passages: int, bigrams: bool = False, specificity_ratio: float = 0.0) -> bool:
     """Whether the rest of the set disputes what a unit alone asserts.
 
-    The unit's *carriers* are its passages that state a term of ``consensus``; every other
-    passage of the set (the unit's others too: a real result can share a spoofed URL's domain)
-    may dispute them. The message is disputed when at least ``min_passages`` of those agree on
-    a term the carriers never state and the question does not hold: another voice gives
-    another answer. Undisputed, the message is the set's only account and is delivered: a
-    story that every outlet carries reads like a campaign, and without a competing account
-    withholding it costs the right answer (README, quality section).
+    The unit's *message* is the consensus term (or terms) that the most of its passages
+    state, and its *carriers* are the passages that state it; every other passage of the set
+    (the unit's others too: a real result can share a spoofed URL's domain) may dispute them.
+    The message is disputed when at least ``min_passages`` of those agree on a term the
+    carriers never state and the question does not hold: another voice gives another answer.
+    Carriers by the message, not by any consensus word: a real report that joined the
+    campaign's unit and shares one of its lesser words ("league") is no carrier of the
+    campaign's answer, and may dispute it. Undisputed, the consensus is the set's only account
+    and is delivered: a story that every outlet carries reads like a campaign, and without a
+    competing account withholding it costs the right answer (README, quality section).
+
+    With ``specificity_ratio > 0`` a dispute is dismissed when the carriers hold at least that
+    many times the mean checkable detail (:func:`detail_terms`, the contested terms left out)
+    of the passages disputing them, and more than none: of two voices, the one that reads like
+    reporting is not silenced by one that restates the question around its answer.
 
     Parameters
     ----------
@@ -216,12 +224,26 @@ def disputed(unit_texts: Sequence[str], outside_texts: Sequence[str], question: 
     consensus : set of str, the unit's :func:`unconfirmed_consensus`
     min_passages : int >= 1
     bigrams : bool, as for :func:`content_terms`
+    specificity_ratio : float >= 0 (0: off)
 
     Returns
     -------
     bool
     """
-    stated = [bool(consensus & content_terms(t, bigrams)) for t in unit_texts]
+    if not consensus:
+        return False
+    unit_terms = [content_terms(t, bigrams) for t in unit_texts]
+    held = {term: sum(term in terms for terms in unit_terms) for term in consensus}
+    core = {term for term, n in held.items() if n == max(held.values())}
+    stated = tuple(bool(core & terms) for terms in unit_terms)
+    return _carriers_disputed(unit_texts, stated, outside_texts, question, consensus, min_passages, bigrams,
+                              specificity_ratio)
+
+
+def _carriers_disputed(unit_texts: Sequence[str], stated: Sequence[bool], outside_texts: Sequence[str],
+                       question: str, consensus: set[str], min_passages: int, bigrams: bool,
+                       specificity_ratio: float) -> bool:
+    """:func:`disputed`'s test for one set of carriers (``stated[k]``: passage k carries)."""
     carriers = [t for t, s in zip(unit_texts, stated) if s]
     others = [t for t, s in zip(unit_texts, stated) if not s] + list(outside_texts)
     account = unconfirmed_consensus(others, carriers, question, 0.0, bigrams, min_count=min_passages)
