@@ -409,6 +409,27 @@ def test_nan_is_422_not_a_score(client):
     assert client.post("/filter", content=body, headers={"content-type": "application/json"}).status_code == 422
 
 
+@pytest.mark.parametrize("body, why", [
+    ('{"items": []}'.encode("utf-16"), "byte-order mark"),  # with its BOM
+    ('{"items": []}'.encode("utf-16-le"), "UTF-16 or UTF-32"),
+    (b'{"items": [{"question": "\xff", "passages": []}]}', "not UTF-8"),
+    (b"\xef\xbb\xbf" + b'{"items": []}', "byte-order mark"),
+    (b'{"items": [], "items": [{"question": "q", "passages": []}]}', "'items' appears twice"),
+    (b'{"items": [{"question": "q", "question": "r", "passages": []}]}', "'question' appears twice"),
+])
+def test_bodies_that_say_two_things_or_are_not_utf8_are_400(client, body, why):
+    r = client.post("/defend", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and why in r.json()["error"], r.text
+    # the same keys in different objects are no duplicate
+    ok = b'{"items": [{"question": "q", "passages": []}, {"question": "r", "passages": []}]}'
+    assert client.post("/defend", content=ok, headers={"content-type": "application/json"}).status_code == 200
+
+
+def test_health_answers_head(client):
+    r = client.head("/health")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json" and r.content == b""
+
+
 def test_unknown_paths_and_methods_are_json_errors(client):
     assert client.get("/nope").status_code == 404 and client.get("/nope").json()["status"] == 404
     assert client.get("/defend").status_code == 405 and "error" in client.get("/defend").json()

@@ -274,7 +274,7 @@ def create_app(defense: MirageDefense | None = None, conformal: ClaimConformal |
         return Response(error_body(500, "internal server error (logged on the server)"), status_code=500,
                         media_type=_JSON)
 
-    @app.get("/health", summary="status, version, what is loaded, limits")
+    @app.api_route("/health", methods=["GET", "HEAD"], summary="status, version, what is loaded, limits")
     async def health() -> Response:
         cc = app.state.conformal
         d = app.state.defense

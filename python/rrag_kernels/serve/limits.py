@@ -40,6 +40,7 @@ end in its worker thread and holds its slot until then, so a stream of slow requ
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from dataclasses import asdict, dataclass
@@ -137,6 +138,10 @@ class BodyLimitMiddleware:
       ``max_body_bytes``;
     * a body that has not fully arrived ``body_timeout_s`` after the request started is
       answered 408;
+    * a JSON body (``Content-Type`` application/json or ``+json``) that opens with a
+      byte-order mark, is not UTF-8 (UTF-16, say), or holds one key twice in an object is
+      answered 400 (:func:`_body_problem`: JSON over HTTP is UTF-8, RFC 8259, and a parser
+      that keeps the last of two keys would let a request say two things at once);
 
     every such answer is a JSON error (:func:`error_body`) with ``Connection: close``. The app
     then receives the whole body as one message (and the client's disconnect after it).
@@ -182,6 +187,10 @@ class BodyLimitMiddleware:
             return
         except _ClientGone:
             return
+        why = _body_problem(body, scope)
+        if why is not None:
+            await _send_error(send, 400, why)
+            return
         replayed = False
 
         async def replay() -> dict:
@@ -207,3 +216,50 @@ class BodyLimitMiddleware:
             parts.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(parts)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _body_problem(body: bytes, scope: Scope) -> str | None:
+    """Why a JSON request body is refused before the app parses it, or None.
+
+    Only bodies the app would read as JSON are looked at. A body that JSON cannot parse is
+    left to the app (its 400 names the position); this catches what a lenient parser would
+    accept: a byte-order mark, another encoding than UTF-8, a key given twice in one object.
+    The duplicate-key parse costs one ``json.loads`` of the body (~10 ms at the 4 MiB limit).
+    """
+    if not body:
+        return None
+    kind = b""
+    for k, v in scope.get("headers", ()):
+        if k == b"content-type":
+            kind = v.split(b";", 1)[0].strip().lower()
+    if not (kind == b"application/json" or (kind.startswith(b"application/") and kind.endswith(b"+json"))):
+        return None
+    if body.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        return "malformed JSON: the body starts with a byte-order mark; send UTF-8 without one"
+    if b"\x00" in body:  # JSON text never holds a raw NUL; UTF-16 / UTF-32 text always does
+        at = body.index(0)
+        return f"malformed JSON: a NUL byte at {at} (UTF-16 or UTF-32?); send UTF-8"
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"malformed JSON: not UTF-8 (byte {exc.start}); JSON over HTTP is UTF-8"
+    try:
+        json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        return f"malformed JSON: the key {str(exc.args[0])[:80]!r} appears twice in one object"
+    except (ValueError, RecursionError):  # not JSON: the app answers with the position
+        return None
+    return None
