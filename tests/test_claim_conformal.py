@@ -129,6 +129,7 @@ _MALFORMED = [
     ("on_too_few other", False, [(("on_too_few",), "clip")], "on_too_few: expected one of"),
     ("on_too_few list", False, [(("on_too_few",), ["inf"])], "on_too_few: expected one of"),
     ("score_name int", False, [(("score_name",), 3)], "score_name: expected a string"),
+    ("score_name too long", False, [(("score_name",), "s" * 201)], "score_name: at most 200 characters, got 201"),
     ("grouped string", False, [(("grouped",), "false")], "grouped: expected a bool"),
     ("grouped int", False, [(("grouped",), 0)], "grouped: expected a bool"),
     ("q_hat NaN", False, [(("q_hat",), float("nan"))], "q_hat: must not be NaN"),
@@ -276,3 +277,9 @@ def test_plot_tradeoff_renders_png(tmp_path, rng):
     plot_tradeoff(sw, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+
+
+def test_the_file_is_no_integrity_check_an_edited_q_hat_loads_as_written(tmp_path):
+    # documented (pipelines/conformal/calibrator.py): calibration_hash seals the data only
+    path = _write(tmp_path, _saved(tmp_path), [(("q_hat",), 0.123)])
+    assert ClaimConformal.load(path).q_hat == 0.123

@@ -20,15 +20,23 @@ alpha               a number in (0, 1)
 a                   a number in (0, 1] (``check_level_a``)
 sentinel            a number, or the string ``"inf"`` / ``"-inf"``; not NaN (``check_sentinel``)
 on_too_few          ``"inf"`` or ``"raise"``
-score_name          a string
+score_name          a string of at most :data:`SCORE_NAME_MAX` (200) characters
 grouped             true or false
 q_hat               grouped: a non-empty object {group: threshold}; else one threshold. A
                     threshold is a number or ``"inf"`` / ``"-inf"`` (JSON has no infinity);
                     never NaN (a NaN threshold would silently keep no claim)
 n                   grouped: an object with exactly the groups of ``q_hat``; else one count.
                     A count is an int in 1 .. 2**63 - 1 (a float such as 30.0 is refused)
-calibration_hash    ``"sha256:"`` followed by 64 lower-case hex digits
+calibration_hash    ``"sha256:"`` followed by 64 lower-case hex digits: the hash of the
+                    calibration *data* (scores, labels, offsets, groups), which
+                    :meth:`~ClaimConformal.evaluate` checks a ``data=`` argument against
 ==================  ============================================================================
+
+The file is no integrity check: ``calibration_hash`` seals the data, not the other fields,
+so an edited ``q_hat`` that passes the rules above loads as written (and so would a file
+whose hash was recomputed). Keep calibration files where their writer is trusted (a
+read-only deployment artefact, a signed release); what the loader guarantees is that a
+file it accepts is well-formed, never that it is the one you wrote.
 
 Numbers are JSON numbers: a string where a number belongs ("0.1"), a boolean, or an
 integer beyond the float range is refused. A missing field and a field of this list that
@@ -70,6 +78,8 @@ __all__ = ["ClaimConformal", "FIELDS", "FORMAT", "FORMAT_VERSION"]
 FORMAT = "rrag_kernels.ClaimConformal"
 #: The newest file format this version reads and the one it writes.
 FORMAT_VERSION = 1
+#: The longest ``score_name`` (it names a column and is quoted in error messages and records).
+SCORE_NAME_MAX = 200
 #: Every field of a format-version-1 file, in the order :meth:`ClaimConformal.to_dict` writes them.
 FIELDS = ("format", "format_version", "package_version", "alpha", "a", "sentinel", "on_too_few", "score_name",
           "grouped", "q_hat", "n", "calibration_hash")
@@ -224,6 +234,8 @@ class ClaimConformal:
         check_choice(on_too_few, "on_too_few", ON_TOO_FEW)
         if not isinstance(score_name, str):
             raise TypeError(f"score_name: expected a string, got {type(score_name).__name__}")
+        if len(score_name) > SCORE_NAME_MAX:  # it is echoed in messages and records: keep them small
+            raise ValueError(f"score_name: at most {SCORE_NAME_MAX} characters, got {len(score_name)}")
         self.alpha = alpha
         self.a = check_level_a(a)
         self.sentinel = check_sentinel(sentinel)
