@@ -103,6 +103,26 @@ def test_installed_rrag_script_runs():
     assert proc.stdout.startswith("usage: rrag ") and all(c in proc.stdout for c in ("defend", "conformal", "bench"))
 
 
+@pytest.mark.parametrize("option, argv", [
+    ("--nli", ["defend", "{inp}", "{out}", "--nli", "someone/uncached-model"]),
+    ("--judge", ["reliablerag", "{inp}", "-o", "{out}", "--credibility", "agreement", "--judge", "someone/uncached-model"]),
+])
+def test_a_judge_that_cannot_be_fetched_is_a_usage_error(tmp_path, capsys, monkeypatch, option, argv):
+    # a hub id neither cached nor downloadable ends in an OSError inside the hub client: one
+    # line naming the option, exit 2, never a traceback (issue 24)
+    from rrag_kernels.models import nli
+
+    def unreachable(name):
+        raise OSError(f"We couldn't connect to 'https://huggingface.co' to load {name}")
+
+    monkeypatch.setattr(nli, "load", unreachable)
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"question": "q?", "passages": [{"text": "a."}]}\n')
+    argv = [a.format(inp=inp, out=tmp_path / "out.jsonl") for a in argv]
+    err = _usage_error(argv, capsys)
+    assert f"{option}: We couldn't connect" in err and "Traceback" not in err
+
+
 def test_info_and_bench(capsys):
     assert main(["info", "--json"]) == 0
     assert "simd_level" in json.loads(capsys.readouterr().out)

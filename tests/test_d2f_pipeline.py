@@ -474,7 +474,7 @@ def test_cli_d2f_eval_scripted(capsys, tmp_path):
 def test_cli_d2f_jsonl_with_scripted_llm(tmp_path, monkeypatch, capsys):
     """``d2f`` end to end with the scripted LLM patched in: count in = count out, bad lines
     become error records."""
-    import rrag_kernels.__main__ as cli
+    import rrag_kernels.cli.d2f as cli
 
     s = Script(scores={ROOT_Q: ["8"]})
     monkeypatch.setattr(cli, "_d2f_llm", lambda args: s.llm)

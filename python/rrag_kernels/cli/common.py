@@ -29,8 +29,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..pipelines import json_text, jsonable
 
-__all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed", "int_at_least",
-           "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter", "progress", "chunks", "stderr"]
+__all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed",
+           "unit_closed", "int_at_least", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
+           "progress", "chunks", "stderr", "make_llm", "make_embedder", "load_nli"]
 
 
 class UsageError(Exception):
@@ -295,3 +296,16 @@ def make_embedder(name: str) -> Any:
         return MiniLMEmbedder()
     except ImportError as exc:
         raise UsageError(f"--embedder minilm: {exc} (or use --embedder hashing, model-free)") from exc
+
+
+def load_nli(name: str | None, option: str = "--nli") -> Any:
+    """The NLI scorer named by ``option`` (:func:`rrag_kernels.models.nli.load`; ``--nli`` of
+    demo, mirage-eval, defend and serve, ``--judge`` of reliablerag and reliablerag-eval); a
+    name that cannot be loaded, a hub id neither cached nor downloadable included (OSError), is
+    a usage error naming the option, never a traceback."""
+    from ..models import nli
+
+    try:
+        return nli.load(name)
+    except (ValueError, OSError, ImportError) as exc:
+        raise UsageError(f"{option}: {exc}") from exc

@@ -28,6 +28,7 @@ from .common import (
     error_record,
     existing_file,
     int_at_least,
+    load_nli,
     output_file,
     parse_rows,
     progress,
@@ -132,18 +133,13 @@ def params_from_args(args: argparse.Namespace, **named: Any) -> Any:
 def defense_from_args(args: argparse.Namespace) -> Any:
     """The :class:`MirageDefense` of :func:`add_defense_options`' arguments; a judge that
     cannot be loaded is a usage error naming ``--nli``."""
-    from ..models import nli as nli_models
     from ..pipelines.mirage import MirageDefense
 
     over = {"mode": args.mode, "on_block": args.on_block, "pairing": args.pairing, "score_kind": args.score_kind}
     if args.top_k is not None:
         over["top_k"] = args.top_k
     params = params_from_args(args, **over)  # checked before the judge loads
-    try:
-        scorer = nli_models.load(args.nli)
-    except (ValueError, FileNotFoundError, ImportError) as exc:
-        raise UsageError(f"--nli: {exc}") from exc
-    return MirageDefense(nli=scorer, params=params)
+    return MirageDefense(nli=load_nli(args.nli), params=params)
 
 
 def defend_record(line: int, row: dict, result: Any, with_dropped: bool) -> dict:

@@ -21,14 +21,15 @@ import time
 from typing import Any
 
 from .common import (
-    make_embedder,
-    make_llm,
     JsonlWriter,
     UsageError,
     check_distinct,
     error_record,
     existing_file,
     int_at_least,
+    load_nli,
+    make_embedder,
+    make_llm,
     output_file,
     parse_rows,
     progress,
@@ -98,12 +99,7 @@ def run(args: argparse.Namespace) -> int:
     rows = parse_rows(read_lines(args.input, "input"), "input")  # unreadable / not JSONL: exit 2, before the model
     options: dict[str, Any] = {}
     if args.credibility == "agreement" and args.judge is not None:
-        from ..models import nli
-
-        try:
-            options["judge"] = nli.load(args.judge)
-        except (ValueError, OSError, ImportError) as exc:
-            raise UsageError(f"--judge: {exc}") from exc
+        options["judge"] = load_nli(args.judge, "--judge")
     embedder = make_embedder(args.embedder)
     llm = make_llm(args)
     method = ReliableRAG(llm, embedder, credibility=args.credibility, credibility_options=options,
@@ -127,4 +123,150 @@ def run(args: argparse.Namespace) -> int:
         if callable(close):
             close()
     stderr(f"reliablerag: {len(rows)} items, {errors} errors, {time.perf_counter() - t0:.2f} s", quiet=args.quiet)
+    return 0
+
+
+# --------------------------------------------------------------------------- reliablerag-eval
+
+
+def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register ``reliablerag-eval`` (a top-level command): the offline alpha x injected grid, the
+    credibility ROC-AUC table and, with ``--llm embedded`` or ``--url``, the answers of an LLM."""
+    rr = sub.add_parser("reliablerag-eval", help="ReliableRAG chains: alpha x injected passages grid (offline)")
+    rr.add_argument("data", nargs="?", type=existing_file, default="../shared/data/multihop_dev.jsonl",
+                    help="JSONL in the format of shared/data/multihop_dev.jsonl "
+                         "(default: ../shared/data/multihop_dev.jsonl)")
+    rr.add_argument("--max-context", type=int, default=10, help="the most triples in the TBS context")
+    rr.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rr.add_argument("--judge", default=None, help="NLI judge of the 'agreement' credibility (default: the "
+                                                  "package's default judge; 'lexical' is model-free and fast)")
+    rr.add_argument("--no-grid", action="store_true", help="skip the offline alpha x injected grid")
+    rr.add_argument("--no-auc", action="store_true", help="skip the credibility ROC-AUC table")
+    rr_llm = rr.add_mutually_exclusive_group()
+    rr_llm.add_argument("--llm", choices=("embedded",), default=None,
+                        help="also answer with an LLM: 'embedded' = SmolLM2-135M on llama.cpp, offline")
+    rr_llm.add_argument("--url", default=None, help="also answer with an OpenAI-compatible server at URL")
+    rr.add_argument("--model", default=None, help="the server's model name (with --url)")
+    rr.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    rr.add_argument("--limit", type=int, default=None, help="questions answered with the LLM (default: 3 "
+                                                            "embedded, all with --url)")
+    rr.add_argument("--credibility", default="oracle", choices=("oracle", "uniform", "agreement", "llm"),
+                    help="credibility of ReliableRAG and of the exclusion baseline (default oracle)")
+    rr.add_argument("--context", default="tbs", choices=("tbs", "sbs"), help="ReliableRAG's reader context")
+    rr.add_argument("--selector", default="llm", choices=("llm", "reliability"), help="chain selector")
+    rr.add_argument("--k", type=int, default=None, help="candidates per hop (default 20; 5 embedded)")
+    rr.add_argument("--beams", type=int, default=None, help="letters per chain and hop (default 5; 2 embedded)")
+    rr.add_argument("--max-chains", type=int, default=None, help="chains kept (default 20; 3 embedded)")
+    rr.add_argument("--max-hops", type=int, default=None, help="hops (default 4; 2 embedded)")
+    rr.add_argument("--n-threads", type=int, default=1, help="llama.cpp threads of the embedded LLM")
+    rr.set_defaults(func=run_eval)
+    return rr
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from ..pipelines.reliablerag import (
+        KEPT_STYLE,
+        ChainParams,
+        credibility_auc,
+        evaluate,
+        evaluate_llm,
+        format_auc,
+        format_llm_report,
+        format_report,
+        load_multihop,
+    )
+
+    try:
+        rows = load_multihop(args.data)  # a malformed file is a usage error, found before the model loads
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"data: {str(exc).removeprefix('path: ')}") from exc
+    try:
+        params = ChainParams(max_context=args.max_context).validate()
+    except ValueError as exc:
+        raise UsageError(f"--max-context: {exc}") from exc
+    use_llm = args.llm is not None or args.url is not None
+    if args.model is not None and args.url is None:
+        raise UsageError("--model: needs --url")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit: must be >= 1, got {args.limit}")
+    if not use_llm and args.credibility == "llm":
+        raise UsageError("--credibility llm: needs --llm embedded or --url")
+    small = args.llm == "embedded"  # a 135M model on shared CPUs: a small search by default
+    llm_params = {"k": args.k or (5 if small else 20), "beams": args.beams or (2 if small else 5),
+                  "max_chains": args.max_chains or (3 if small else 20), "max_hops": args.max_hops or (2 if small else 4)}
+    for name, value in llm_params.items():
+        try:
+            ChainParams(**{name: value}).validate()
+        except ValueError as exc:
+            raise UsageError(f"--{name.replace('_', '-')}: {exc}") from exc
+    if llm_params["k"] > 25:
+        raise UsageError(f"--k: the LLM selector letters at most 25 candidates, got {llm_params['k']}")
+    judge = load_nli(args.judge, "--judge") if args.judge is not None else None
+    try:
+        from ..models import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+    except ImportError as exc:
+        raise UsageError(f"embedder: {exc}") from exc
+    if not args.no_grid:
+        try:
+            report = evaluate(rows, embedder, params=params, progress=not args.no_progress)
+        except ValueError as exc:  # a malformed triple, gold_chain entry or a passage without 'label'
+            raise UsageError(f"data: {exc}") from exc
+        print(f"ReliableRAG chains on {len(rows)} questions: oracle credibility (injected 1, others 10), supplied "
+              f"triples, 'reliability' selector, MiniLM embeddings; K {params.k}, beams {params.beams}, "
+              f"F {params.max_chains}, L {params.max_hops}, TBS at most {params.max_context} triples")
+        print(f"injected = injected passages kept (1: the {KEPT_STYLE}-style one); inj top-K: share of injected "
+              "triples among the first hop's candidates; inj TBS: in the context; gold recall: gold_chain triples "
+              "in the context\n")
+        print(format_report(report))
+    llm, server = None, None
+    try:
+        if use_llm:
+            from ..models import EmbeddedLLM, LLMError, OpenAIChatLLM, measure_rates
+
+            try:
+                if small:
+                    llm = EmbeddedLLM(n_ctx=4096, n_threads=args.n_threads)
+                    server = llm
+                else:
+                    llm = OpenAIChatLLM(args.url, model=args.model, api_key_env=args.api_key_env)
+            except (ImportError, FileNotFoundError, ValueError, TypeError, LLMError) as exc:
+                raise UsageError(f"--llm / --url: {exc}") from exc
+        if not args.no_auc:
+            sources = {"oracle": {"source": "oracle"}, "uniform": {"source": "uniform"},
+                       "agreement": {"source": "agreement", "judge": judge}}
+            auc_rows = rows
+            if llm is not None:
+                auc_rows = rows[: args.limit or (3 if small else len(rows))]
+                sources["llm"] = {"source": "llm", "llm": llm}
+            try:
+                auc = credibility_auc(auc_rows, sources, progress=not args.no_progress)
+            except ValueError as exc:
+                raise UsageError(f"data: {exc}") from exc
+            print(f"\nCredibility vs the injected labels on {len(auc_rows)} questions (all passages, supplied "
+                  "triples): ROC-AUC = P(a non-injected triple scores above an injected one), ties 1/2; per-q: mean "
+                  "of the per-question AUCs; agreement judge: " + (args.judge or "package default") + "\n")
+            print(format_auc(auc))
+        if llm is not None:
+            try:
+                rates = measure_rates(llm, rounds=2, prompt_words=120, max_tokens=16)
+                print(f"\nLLM rates: {rates}")
+            except LLMError as exc:
+                print(f"\nLLM rates: not measured ({exc})")
+            limit = args.limit or (3 if small else None)
+            p = ChainParams(max_context=args.max_context, **llm_params)
+            rep = evaluate_llm(rows, llm, embedder, limit=limit, credibility_source=args.credibility,
+                               credibility_options={"judge": judge} if args.credibility == "agreement" else None,
+                               context=args.context, params=p, selector=args.selector,
+                               progress=not args.no_progress)
+            print(f"\nWith the LLM on {rep['n']} questions (all 7 passages, 2 injected): credibility "
+                  f"{args.credibility}, context {args.context}, selector {args.selector}; K {p.k}, beams {p.beams}, "
+                  f"F {p.max_chains}, L {p.max_hops}, alpha {p.alpha} (TRACE: alpha 1); vanilla / exclude<=3: "
+                  "top-3 passages by MiniLM cosine; per-question means, seconds split kernels / embedder / LLM / "
+                  "other\n")
+            print(format_llm_report(rep))
+    finally:
+        if server is not None:
+            server.close()
     return 0

@@ -19,7 +19,7 @@ import argparse
 import math
 from typing import Any, Callable
 
-from ..serve.limits import ServerLimits
+from ..serve import ServerLimits  # the face; FastAPI and uvicorn load only when run() serves
 from .common import UsageError, existing_file, int_at_least
 from .defend import add_defense_options, defense_from_args
 
