@@ -123,6 +123,18 @@ def test_a_judge_that_cannot_be_fetched_is_a_usage_error(tmp_path, capsys, monke
     assert f"{option}: We couldn't connect" in err and "Traceback" not in err
 
 
+def test_a_batch_in_which_every_item_failed_exits_1(tmp_path, capsys):
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"question": " ", "passages": []}\n"not an object"\n')
+    out = tmp_path / "out.jsonl"
+    assert main(["defend", str(inp), str(out), "--nli", "lexical", "--quiet"]) == 1
+    assert "defend: every item failed (2 of 2)" in capsys.readouterr().err  # said even with --quiet
+    assert [r["line"] for r in _read(out)] == [1, 2]  # the error records are written all the same
+    inp.write_text('{"question": " ", "passages": []}\n{"question": "q?", "passages": [{"text": "a."}]}\n')
+    assert main(["defend", str(inp), str(out), "--nli", "lexical", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_info_and_bench(capsys):
     assert main(["info", "--json"]) == 0
     assert "simd_level" in json.loads(capsys.readouterr().out)
@@ -380,12 +392,14 @@ def test_reliablerag_jsonl_with_scripted_llm(tmp_path, monkeypatch, capsys):
     assert recs[0]["id"] == "a" and recs[0]["answer"] == "Mexico" and recs[0]["chains"] and recs[0]["context"]
     assert recs[0]["credibility"] == [8.0, 8.0] and recs[0]["llm_calls"] >= 3
     assert recs[2]["answer"] == "Mexico" and "not JSON" in recs[1]["error"] and "question" in recs[3]["error"]
-    # the oracle on passages without labels: an error record for that item, not a lost line
+    # the oracle on passages without labels: an error record for that item, not a lost line;
+    # every item failed, so the exit status says so (issue 24: it was 0)
     assert main(["reliablerag", str(inp), "-o", str(out), "--embedder", "hashing", "--credibility", "oracle",
-                 "--selector", "reliability"]) == 0
+                 "--selector", "reliability"]) == 1
     recs = _read(out)
     assert len(recs) == 4 and "label" in recs[0]["error"]
-    assert "reliablerag: 4 items, 4 errors" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "reliablerag: 4 items, 4 errors" in err and "every item failed (4 of 4)" in err
 
 
 # --------------------------------------------------------------------------- usage errors

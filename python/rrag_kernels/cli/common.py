@@ -31,7 +31,7 @@ from ..pipelines import json_text, jsonable
 
 __all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed",
            "unit_closed", "int_at_least", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
-           "progress", "chunks", "stderr", "make_llm", "make_embedder", "load_nli"]
+           "progress", "chunks", "stderr", "make_llm", "make_embedder", "load_nli", "batch_status"]
 
 
 class UsageError(Exception):
@@ -267,6 +267,16 @@ def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 def stderr(message: str, *, quiet: bool = False) -> None:
     if not quiet:
         print(message, file=sys.stderr, flush=True)
+
+
+def batch_status(command: str, n: int, errors: int) -> int:
+    """A batch command's exit status: 1 when it had items and every one failed (a wrong
+    input format, a backend that is down: a script must notice), else 0 (some error records
+    among good ones are the records' business). Said on stderr even with ``--quiet``."""
+    if n and errors == n:
+        print(f"{command}: every item failed ({n} of {n}); see the error records", file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def make_llm(args: argparse.Namespace) -> Any:

@@ -29,6 +29,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    batch_status,
     check_distinct,
     error_record,
     existing_file,
@@ -250,7 +251,7 @@ def _filter(args: argparse.Namespace) -> int:
     total = sum(r.get("n_claims", 0) for r in records)
     stderr(f"conformal filter: {len(records)} responses, {errors} errors, {kept}/{total} claims kept "
            f"(alpha {cc.alpha:g}, q_hat {cc.q_hat})", quiet=args.quiet)
-    return 0
+    return batch_status("conformal filter", len(records), errors)
 
 
 def _run_sweep(args: argparse.Namespace) -> tuple[Any, Any]:

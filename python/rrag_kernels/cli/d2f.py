@@ -16,6 +16,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    batch_status,
     error_record,
     existing_file,
     make_embedder,
@@ -146,10 +147,10 @@ def run(args: argparse.Namespace) -> int:
     with JsonlWriter(args.output or "-") as out:
         for rec in records:
             out.write(rec)
+    failed = sum("error" in rec for rec in records)
     if not args.quiet:
-        failed = sum("error" in rec for rec in records)
         print(f"d2f: {len(records)} items, {failed} errors", file=sys.stderr)
-    return 0
+    return batch_status("d2f", len(records), failed)
 
 
 def run_eval(args: argparse.Namespace) -> int:

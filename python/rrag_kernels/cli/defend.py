@@ -23,6 +23,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    batch_status,
     check_distinct,
     chunks,
     error_record,
@@ -199,4 +200,4 @@ def run(args: argparse.Namespace) -> int:
     n = len(rows)
     stderr(f"defend: {n} items, {errors} errors, gate passed {passed}/{n - errors}, "
            f"{time.perf_counter() - t0:.2f} s (NLI {type(defense.nli).__name__}, mode {args.mode})", quiet=args.quiet)
-    return 0
+    return batch_status("defend", n, errors)

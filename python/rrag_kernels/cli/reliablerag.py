@@ -23,6 +23,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    batch_status,
     check_distinct,
     error_record,
     existing_file,
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         if callable(close):
             close()
     stderr(f"reliablerag: {len(rows)} items, {errors} errors, {time.perf_counter() - t0:.2f} s", quiet=args.quiet)
-    return 0
+    return batch_status("reliablerag", len(rows), errors)
 
 
 # --------------------------------------------------------------------------- reliablerag-eval
