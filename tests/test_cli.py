@@ -325,6 +325,48 @@ def test_an_interrupted_run_keeps_the_previous_output(how, tmp_path, capsys, mon
     assert main(["defend", str(src), "/dev/null", "--nli", "lexical", "--quiet"]) == 0  # not renamed over
 
 
+def test_resume_continues_an_interrupted_run_to_the_same_output(tmp_path, capsys, monkeypatch):
+    # issue 26: --resume keeps the records of OUT.partial (a line torn by a kill is dropped),
+    # runs only the input lines it lacks, and renames: the same file as an uninterrupted run
+    from rrag_kernels.pipelines.mirage import MirageDefense
+
+    rows = [{"id": f"q{k}", "question": QUESTION, "passages": PASSAGES} for k in range(5)]
+    src = _write(tmp_path / "in.jsonl", rows[:2] + ["not an object"] + rows[2:])
+    whole = tmp_path / "whole.jsonl"
+    assert main(["defend", str(src), str(whole), "--nli", "lexical", "--quiet", "--batch-size", "2"]) == 0
+    out = tmp_path / "out.jsonl"
+    real = MirageDefense.defend_batch
+    seen = []
+
+    def stop_on_third_batch(self, items, **kw):
+        seen.append(len(items))
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+        return real(self, items, **kw)
+
+    monkeypatch.setattr(MirageDefense, "defend_batch", stop_on_third_batch)
+    assert main(["defend", str(src), str(out), "--nli", "lexical", "--quiet", "--batch-size", "2"]) == 130
+    partial = tmp_path / "out.jsonl.partial"
+    assert len(partial.read_text().splitlines()) == 4 and not out.exists()
+    with open(partial, "a", encoding="utf-8") as fh:  # a kill in the middle of a line
+        fh.write('{"line": 5, "id": "q')
+    monkeypatch.setattr(MirageDefense, "defend_batch", real)
+    seen.clear()
+    assert main(["defend", str(src), str(out), "--nli", "lexical", "--batch-size", "2", "--resume"]) == 0
+    assert "resuming after 4 of 6 records" in capsys.readouterr().err
+    strip = [{k: v for k, v in json.loads(x).items() if k != "stats"} for x in out.read_text().splitlines()]
+    want = [{k: v for k, v in json.loads(x).items() if k != "stats"} for x in whole.read_text().splitlines()]
+    assert strip == want and not partial.exists()
+    # nothing to resume: a plain run; a partial file of another input: a usage error
+    assert main(["defend", str(src), str(out), "--nli", "lexical", "--quiet", "--resume"]) == 0
+    partial.write_text('{"line": 3, "error": "x"}\n')
+    assert "does not hold the first 1 lines" in _usage_error(
+        ["defend", str(src), str(out), "--nli", "lexical", "--quiet", "--resume"], capsys)
+    partial.write_text("garbage\n")
+    assert "line 1 of" in _usage_error(["defend", str(src), str(out), "--nli", "lexical", "--resume"], capsys)
+    assert "needs an output file" in _usage_error(["defend", str(src), "-", "--nli", "lexical", "--resume"], capsys)
+
+
 def test_conformal_sweep_table_and_csv(tmp_path, capsys):
     csv_path = tmp_path / "sweep.csv"
     assert main(["conformal", "sweep", "--alphas", "0.1", "0.3", "--splits", "20", "--csv", str(csv_path)]) == 0

@@ -31,7 +31,8 @@ from ..pipelines import json_text, jsonable
 
 __all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed",
            "unit_closed", "int_at_least", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
-           "progress", "chunks", "stderr", "make_llm", "make_embedder", "load_nli", "batch_status"]
+           "progress", "chunks", "stderr", "make_llm", "make_embedder", "load_nli", "batch_status",
+           "add_resume_option", "rows_to_run"]
 
 
 class UsageError(Exception):
@@ -174,15 +175,26 @@ class JsonlWriter:
     never replaces a previous complete output: its records so far stay in ``PATH.partial``,
     whole lines (each line is flushed as written), and the message says how many. A path
     that is not a regular file (``/dev/null``, a FIFO) is written in place.
+
+    With ``resume`` the records already in ``PATH.partial`` are kept (a line cut off by a kill
+    is dropped) and their ``line`` numbers are in :attr:`done`: the command skips those input
+    lines and appends the rest, so the renamed file is the complete output in input order.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, resume: bool = False):
         self.path = path
         self.count = 0
         self._target = None if path == "-" else (path if _special_file(path) else f"{path}.partial")
+        #: ``line`` of each record an interrupted run left in ``PATH.partial`` (``resume``).
+        self.done: set[int] = set()
+        if resume:
+            if self._target is None or self._target == self.path:
+                raise UsageError("--resume: needs an output file (not stdout or a device) to resume into")
+            self.done = _finished_lines(self._target)
+            self.count = len(self.done)
         try:
-            self._fh = sys.stdout if self._target is None else open(self._target, "w", encoding="utf-8",
-                                                                    buffering=1)
+            self._fh = sys.stdout if self._target is None else open(self._target, "a" if resume else "w",
+                                                                    encoding="utf-8", buffering=1)
         except OSError as exc:
             raise UsageError(f"output: {exc}") from None
 
@@ -220,6 +232,57 @@ class JsonlWriter:
                 os.replace(self._target, self.path)
         elif exc_type is not UsageError:  # a UsageError says it already
             print(f"output: {self._kept()}", file=sys.stderr, flush=True)
+
+
+def _finished_lines(partial: str) -> set[int]:
+    """The ``line`` of every whole record in an interrupted run's ``partial`` file (none when
+    there is no such file); a last line without its newline (a kill mid-write) is cut off."""
+    try:
+        with open(partial, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise UsageError(f"--resume: cannot read {partial} ({exc.strerror or exc})") from None
+    whole = data[: data.rfind(b"\n") + 1]
+    done: set[int] = set()
+    for n, raw in enumerate(whole.splitlines(), 1):
+        try:
+            line = json.loads(raw).get("line")
+        except (ValueError, AttributeError):
+            line = None
+        if not isinstance(line, int) or isinstance(line, bool):
+            raise UsageError(f"--resume: line {n} of {partial} is not an output record; remove the file to "
+                             f"start over")
+        done.add(line)
+    if len(whole) != len(data):
+        try:
+            with open(partial, "r+b") as fh:
+                fh.truncate(len(whole))
+        except OSError as exc:
+            raise UsageError(f"--resume: cannot repair {partial} ({exc.strerror or exc})") from None
+    return done
+
+
+def rows_to_run(rows: Sequence[tuple[int, Any, Any]], out: "JsonlWriter", command: str, quiet: bool) -> list:
+    """The input rows a (resumed) run still has to run: those whose ``line`` is not in
+    ``out.done``. The records kept must be the first lines of this input (a run writes in input
+    order), else the partial file is another run's and resuming would mix them: a usage error."""
+    if not out.done:
+        return list(rows)
+    first = {line for line, _, _ in rows[: len(out.done)]}
+    if out.done != first:
+        raise UsageError(f"--resume: {out.path}.partial does not hold the first {len(out.done)} lines of this "
+                         f"input (another input?); remove it to start over")
+    stderr(f"{command}: resuming after {len(out.done)} of {len(rows)} records", quiet=quiet)
+    return list(rows[len(out.done):])
+
+
+def add_resume_option(p: argparse.ArgumentParser) -> None:
+    """``--resume``: continue an interrupted run from the records in ``OUTPUT.partial``."""
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run: keep the records in OUTPUT.partial and run only the "
+                        "input lines it does not hold (the same input and options as the run it continues)")
 
 
 def _special_file(path: str) -> bool:

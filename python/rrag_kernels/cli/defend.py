@@ -23,6 +23,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    add_resume_option,
     batch_status,
     check_distinct,
     chunks,
@@ -34,6 +35,7 @@ from .common import (
     parse_rows,
     progress,
     read_lines,
+    rows_to_run,
     stderr,
 )
 
@@ -51,6 +53,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--graph", default=None, metavar="PNG",
                    help="draw the claim graph of the first item as PNG (matplotlib); a '{line}' in the path "
                         "draws one per item, e.g. graphs/q{line}.png")
+    add_resume_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
     p.set_defaults(func=run)
     return p
@@ -174,9 +177,11 @@ def run(args: argparse.Namespace) -> int:
     defense = defense_from_args(args)
     t0 = time.perf_counter()
     errors = passed = graphs = 0
-    bar = progress(len(rows), enabled=not args.quiet, desc="defend", unit="q")
+    bar = None
     try:
-        with JsonlWriter(args.output) as out:
+        with JsonlWriter(args.output, resume=args.resume) as out:
+            rows = rows_to_run(rows, out, "defend", args.quiet)
+            bar = progress(len(rows), enabled=not args.quiet, desc="defend", unit="q")
             for part in chunks(rows, args.batch_size):  # written as each batch ends, in input order
                 records: list[dict | None] = [None] * len(part)
                 todo = []
@@ -196,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
                     passed += bool(rec.get("gate_passed"))
                 bar.update(len(part))
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     n = len(rows)
     stderr(f"defend: {n} items, {errors} errors, gate passed {passed}/{n - errors}, "
            f"{time.perf_counter() - t0:.2f} s (NLI {type(defense.nli).__name__}, mode {args.mode})", quiet=args.quiet)

@@ -23,6 +23,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    add_resume_option,
     batch_status,
     check_distinct,
     error_record,
@@ -35,6 +36,7 @@ from .common import (
     parse_rows,
     progress,
     read_lines,
+    rows_to_run,
     stderr,
 )
 
@@ -70,6 +72,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-chains", type=int_at_least(1), default=3, help="chains kept (default 3)")
     p.add_argument("--max-hops", type=int_at_least(1), default=2, help="hops (default 2)")
     p.add_argument("--max-context", type=int_at_least(1), default=10, help="the most triples in the TBS context")
+    add_resume_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary on stderr")
     p.set_defaults(func=run)
     return p
@@ -107,9 +110,11 @@ def run(args: argparse.Namespace) -> int:
                          context=args.context, selector=args.selector, params=params, extraction=args.extraction)
     t0 = time.perf_counter()
     errors = 0
-    bar = progress(len(rows), enabled=not args.quiet, desc="reliablerag", unit="q")
+    bar = None
     try:
-        with JsonlWriter(args.output) as out:
+        with JsonlWriter(args.output, resume=args.resume) as out:
+            rows = rows_to_run(rows, out, "reliablerag", args.quiet)
+            bar = progress(len(rows), enabled=not args.quiet, desc="reliablerag", unit="q")
             for line, row, why in rows:  # one at a time: each written as soon as it is answered
                 if why:
                     rec = error_record(line, row, why)
@@ -119,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
                 errors += "error" in rec
                 bar.update(1)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         close = getattr(llm, "close", None)
         if callable(close):
             close()
