@@ -123,6 +123,19 @@ def test_a_judge_that_cannot_be_fetched_is_a_usage_error(tmp_path, capsys, monke
     assert f"{option}: We couldn't connect" in err and "Traceback" not in err
 
 
+def test_a_jsonl_line_with_a_key_given_twice_is_an_error_record(tmp_path, capsys):
+    # issue 26: json.loads keeps the last of two keys; a line must not say two things at once
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"id": 1, "question": "q?", "question": "r?", "passages": []}\n'
+                   '{"id": 2, "question": "q?", "passages": [{"text": "a.", "text": "b."}]}\n'
+                   '{"id": 3, "question": "q?", "passages": [{"text": "a."}, {"text": "b."}]}\n')
+    out = tmp_path / "out.jsonl"
+    assert main(["defend", str(inp), str(out), "--nli", "lexical", "--quiet"]) == 0
+    recs = _read(out)
+    assert "'question' appears twice" in recs[0]["error"] and "'text' appears twice" in recs[1]["error"]
+    assert "error" not in recs[2]
+
+
 def test_a_batch_in_which_every_item_failed_exits_1(tmp_path, capsys):
     inp = tmp_path / "in.jsonl"
     inp.write_text('{"question": " ", "passages": []}\n"not an object"\n')

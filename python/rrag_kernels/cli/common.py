@@ -27,7 +27,7 @@ import stat
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
-from ..pipelines import json_text, jsonable
+from ..pipelines import DuplicateKeyError, json_text, jsonable, loads_one_value_per_key
 
 __all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed",
            "unit_closed", "int_at_least", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
@@ -143,7 +143,10 @@ def parse_rows(lines: Sequence[tuple[int, str]], what: str
     out: list[tuple[int, dict | None, str | None]] = []
     for n, text in lines:
         try:
-            row = json.loads(text)
+            row = loads_one_value_per_key(text)
+        except DuplicateKeyError as exc:  # json alone keeps the last: a line must not say two things
+            out.append((n, None, f"the key {str(exc.args[0])[:80]!r} appears twice in one object"))
+            continue
         except (json.JSONDecodeError, RecursionError) as exc:
             out.append((n, None, f"not JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"))
             continue

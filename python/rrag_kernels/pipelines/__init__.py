@@ -19,6 +19,7 @@ method and shell.
 """
 
 from ._items import Item, check_item, check_passages, check_question
-from ._records import json_text, jsonable, line_record
+from ._records import DuplicateKeyError, json_text, jsonable, line_record, loads_one_value_per_key
 
-__all__ = ["Item", "check_item", "check_passages", "check_question", "json_text", "jsonable", "line_record"]
+__all__ = ["DuplicateKeyError", "Item", "check_item", "check_passages", "check_question", "json_text", "jsonable",
+           "line_record", "loads_one_value_per_key"]

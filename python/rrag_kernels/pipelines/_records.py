@@ -20,7 +20,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["json_text", "jsonable", "line_record"]
+__all__ = ["DuplicateKeyError", "json_text", "jsonable", "line_record", "loads_one_value_per_key"]
 
 
 def jsonable(obj: Any) -> Any:
@@ -72,3 +72,23 @@ def line_record(line: int, item: Any, record: dict) -> dict:
         out["id"] = item["id"]
     out.update(record)
     return out
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that gives one key twice (``args[0]``: the key)."""
+
+
+def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def loads_one_value_per_key(text: str | bytes) -> Any:
+    """``json.loads``, but an object that gives a key twice raises :class:`DuplicateKeyError`
+    (``json`` alone keeps the last value: an input must not say two things at once). The
+    reading rule of every shell's JSON input (CLI lines, request bodies)."""
+    return json.loads(text, object_pairs_hook=_one_value_per_key)

@@ -40,14 +40,13 @@ end in its worker thread and holds its slot until then, so a stream of slow requ
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable
 
 from ..ops import check_int
-from ..pipelines import json_text
+from ..pipelines import DuplicateKeyError, json_text, loads_one_value_per_key
 
 __all__ = ["ServerLimits", "BodyLimitMiddleware", "error_body"]
 
@@ -218,19 +217,6 @@ class BodyLimitMiddleware:
                 return b"".join(parts)
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
 def _body_problem(body: bytes, scope: Scope) -> str | None:
     """Why a JSON request body is refused before the app parses it, or None.
 
@@ -257,8 +243,8 @@ def _body_problem(body: bytes, scope: Scope) -> str | None:
     except UnicodeDecodeError as exc:
         return f"malformed JSON: not UTF-8 (byte {exc.start}); JSON over HTTP is UTF-8"
     try:
-        json.loads(text, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as exc:
+        loads_one_value_per_key(text)
+    except DuplicateKeyError as exc:
         return f"malformed JSON: the key {str(exc.args[0])[:80]!r} appears twice in one object"
     except (ValueError, RecursionError):  # not JSON: the app answers with the position
         return None
