@@ -489,6 +489,15 @@ def test_cli_d2f_jsonl_with_scripted_llm(tmp_path, monkeypatch, capsys):
     assert lines[0]["answer"] == "Mexico" and lines[0]["trace"]["nodes"][0]["score"] == 8 and lines[0]["id"] == "x1"
     assert "not JSON" in lines[1]["error"] and "id" not in lines[1]
     assert lines[2]["id"] == "x3" and "question" in lines[2]["error"]
+    # each record is written as it is answered: a run cut off after the first keeps it in
+    # OUT.partial, and --resume answers only the rest (issue 26)
+    whole = out.read_text()
+    (tmp_path / "out.jsonl.partial").write_text(whole.splitlines()[0] + "\n")
+    out.unlink()
+    assert main(["d2f", str(inp), "-o", str(out), "--embedder", "hashing", "--resume"]) == 0
+    assert "resuming after 1 of 3 records" in capsys.readouterr().err
+    again = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["line"] for x in again] == [1, 2, 3] and again[0] == lines[0] and again[1:] == lines[1:]
 
 
 @pytest.mark.parametrize("argv, message", [

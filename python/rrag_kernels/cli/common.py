@@ -188,12 +188,14 @@ class JsonlWriter:
         self.path = path
         self.count = 0
         self._target = None if path == "-" else (path if _special_file(path) else f"{path}.partial")
-        #: ``line`` of each record an interrupted run left in ``PATH.partial`` (``resume``).
+        #: ``line`` of each record an interrupted run left in ``PATH.partial`` (``resume``), and
+        #: how many of them are error records.
         self.done: set[int] = set()
+        self.done_errors = 0
         if resume:
             if self._target is None or self._target == self.path:
                 raise UsageError("--resume: needs an output file (not stdout or a device) to resume into")
-            self.done = _finished_lines(self._target)
+            self.done, self.done_errors = _finished_lines(self._target)
             self.count = len(self.done)
         try:
             self._fh = sys.stdout if self._target is None else open(self._target, "a" if resume else "w",
@@ -237,21 +239,25 @@ class JsonlWriter:
             print(f"output: {self._kept()}", file=sys.stderr, flush=True)
 
 
-def _finished_lines(partial: str) -> set[int]:
+def _finished_lines(partial: str) -> tuple[set[int], int]:
     """The ``line`` of every whole record in an interrupted run's ``partial`` file (none when
-    there is no such file); a last line without its newline (a kill mid-write) is cut off."""
+    there is no such file), and how many are error records; a last line without its newline
+    (a kill mid-write) is cut off."""
     try:
         with open(partial, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        return set()
+        return set(), 0
     except OSError as exc:
         raise UsageError(f"--resume: cannot read {partial} ({exc.strerror or exc})") from None
     whole = data[: data.rfind(b"\n") + 1]
     done: set[int] = set()
+    errors = 0
     for n, raw in enumerate(whole.splitlines(), 1):
         try:
-            line = json.loads(raw).get("line")
+            record = json.loads(raw)
+            line = record.get("line")
+            errors += "error" in record
         except (ValueError, AttributeError):
             line = None
         if not isinstance(line, int) or isinstance(line, bool):
@@ -264,7 +270,7 @@ def _finished_lines(partial: str) -> set[int]:
                 fh.truncate(len(whole))
         except OSError as exc:
             raise UsageError(f"--resume: cannot repair {partial} ({exc.strerror or exc})") from None
-    return done
+    return done, errors
 
 
 def rows_to_run(rows: Sequence[tuple[int, Any, Any]], out: "JsonlWriter", command: str, quiet: bool) -> list:
@@ -335,10 +341,13 @@ def stderr(message: str, *, quiet: bool = False) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def batch_status(command: str, n: int, errors: int) -> int:
+def batch_status(command: str, n: int, errors: int, out: "JsonlWriter | None" = None) -> int:
     """A batch command's exit status: 1 when it had items and every one failed (a wrong
     input format, a backend that is down: a script must notice), else 0 (some error records
-    among good ones are the records' business). Said on stderr even with ``--quiet``."""
+    among good ones are the records' business). Said on stderr even with ``--quiet``. With
+    ``out`` the records a resumed run kept count too: the status is the whole output's."""
+    if out is not None:
+        n, errors = n + len(out.done), errors + out.done_errors
     if n and errors == n:
         print(f"{command}: every item failed ({n} of {n}); see the error records", file=sys.stderr, flush=True)
         return 1

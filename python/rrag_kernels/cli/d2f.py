@@ -16,13 +16,18 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    add_resume_option,
     batch_status,
+    check_distinct,
     error_record,
     existing_file,
     make_embedder,
     make_llm,
+    output_file,
     parse_rows,
+    progress,
     read_lines,
+    rows_to_run,
 )
 
 
@@ -33,8 +38,9 @@ def add_parser(sub: Any) -> None:
     d2.add_argument("--corpus", type=existing_file, default=None,
                     help="JSONL of passages ({'pid'?, 'title'?, 'text'}) or of questions with 'passages' "
                          "(default: the input's passages, pooled)")
-    d2.add_argument("-o", "--output", default=None, help="output JSONL (default: stdout)")
+    d2.add_argument("-o", "--output", type=output_file, default=None, help="output JSONL (default: stdout)")
     _d2f_common_args(d2)
+    add_resume_option(d2)
     d2.set_defaults(func=run)
     de = sub.add_parser("d2f-eval", help="D2F-ReAG: scripted control flow, or answer metrics with an LLM")
     de.add_argument("data", nargs="?", type=existing_file, default="../shared/data/multihop_dev.jsonl",
@@ -126,31 +132,35 @@ def run(args: argparse.Namespace) -> int:
     from ..pipelines.d2f import D2FReAG, corpus_retriever
 
     params = _d2f_params(args)
+    if args.output is not None:
+        check_distinct([args.input] + ([args.corpus] if args.corpus else []), args.output)
     rows = parse_rows(read_lines(args.input, "input"), "input")
     corpus_rows = parse_rows(read_lines(args.corpus, "--corpus"), "--corpus") if args.corpus else rows
     corpus = _d2f_corpus(corpus_rows, "--corpus" if args.corpus else "input")
     if not corpus:
         raise UsageError("no passages: give --corpus FILE, or 'passages' lists in the input lines")
-    records: list[dict | None] = []
-    todo: list[tuple[int, int, dict]] = []
-    for n, row, why in rows:
-        if why:  # not a JSON object: the method never sees it
-            records.append(error_record(n, row, why))
-        else:
-            todo.append((len(records), n, row))
-            records.append(None)
     embedder = make_embedder(args.embedder)
     method = D2FReAG(_d2f_llm(args), corpus_retriever(corpus, embedder), params)
-    results = method.run_batch([row for _, _, row in todo], progress=not args.quiet)
-    for (k, n, row), res in zip(todo, results):  # the method contract: one result per item
-        records[k] = line_record(n, row, res.to_record())
-    with JsonlWriter(args.output or "-") as out:
-        for rec in records:
-            out.write(rec)
-    failed = sum("error" in rec for rec in records)
+    failed = 0
+    bar = None
+    try:
+        with JsonlWriter(args.output or "-", resume=args.resume) as out:
+            rows = rows_to_run(rows, out, "d2f", args.quiet)
+            bar = progress(len(rows), enabled=not args.quiet, desc="d2f", unit="q")
+            for n, row, why in rows:  # one at a time: each written as soon as it is answered
+                if why:  # not a JSON object: the method never sees it
+                    rec = error_record(n, row, why)
+                else:  # the method contract: one result per item
+                    rec = line_record(n, row, method.run_batch([row])[0].to_record())
+                out.write(rec)
+                failed += "error" in rec
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     if not args.quiet:
-        print(f"d2f: {len(records)} items, {failed} errors", file=sys.stderr)
-    return batch_status("d2f", len(records), failed)
+        print(f"d2f: {len(rows)} items, {failed} errors", file=sys.stderr)
+    return batch_status("d2f", len(rows), failed, out)
 
 
 def run_eval(args: argparse.Namespace) -> int:

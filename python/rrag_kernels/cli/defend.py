@@ -206,4 +206,4 @@ def run(args: argparse.Namespace) -> int:
     n = len(rows)
     stderr(f"defend: {n} items, {errors} errors, gate passed {passed}/{n - errors}, "
            f"{time.perf_counter() - t0:.2f} s (NLI {type(defense.nli).__name__}, mode {args.mode})", quiet=args.quiet)
-    return batch_status("defend", n, errors)
+    return batch_status("defend", n, errors, out)

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if callable(close):
             close()
     stderr(f"reliablerag: {len(rows)} items, {errors} errors, {time.perf_counter() - t0:.2f} s", quiet=args.quiet)
-    return batch_status("reliablerag", len(rows), errors)
+    return batch_status("reliablerag", len(rows), errors, out)
 
 
 # --------------------------------------------------------------------------- reliablerag-eval
