@@ -32,7 +32,7 @@ from ..pipelines import DuplicateKeyError, json_text, jsonable, loads_one_value_
 __all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed",
            "unit_closed", "int_at_least", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
            "progress", "chunks", "stderr", "make_llm", "make_embedder", "load_nli", "batch_status",
-           "add_resume_option", "rows_to_run"]
+           "add_resume_option", "rows_to_run", "write_one_by_one"]
 
 
 class UsageError(Exception):
@@ -285,6 +285,22 @@ def rows_to_run(rows: Sequence[tuple[int, Any, Any]], out: "JsonlWriter", comman
                          f"input (another input?); remove it to start over")
     stderr(f"{command}: resuming after {len(out.done)} of {len(rows)} records", quiet=quiet)
     return list(rows[len(out.done):])
+
+
+def write_one_by_one(rows: Sequence[tuple[int, Any, Any]], method: Any, out: "JsonlWriter", bar: Any) -> int:
+    """Run ``method`` (the method contract: ``run_batch``, ``to_record``) on each row and write
+    its record as soon as it is made, so an interrupted run keeps every answer it got (slow
+    LLM methods: reliablerag, d2f); a row that is not a JSON object is its error record.
+    Returns the number of error records written."""
+    from ..pipelines import line_record
+
+    errors = 0
+    for line, row, why in rows:
+        rec = error_record(line, row, why) if why else line_record(line, row, method.run_batch([row])[0].to_record())
+        out.write(rec)
+        errors += "error" in rec
+        bar.update(1)
+    return errors
 
 
 def add_resume_option(p: argparse.ArgumentParser) -> None:

@@ -19,7 +19,6 @@ from .common import (
     add_resume_option,
     batch_status,
     check_distinct,
-    error_record,
     existing_file,
     make_embedder,
     make_llm,
@@ -28,6 +27,7 @@ from .common import (
     progress,
     read_lines,
     rows_to_run,
+    write_one_by_one,
 )
 
 
@@ -128,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
     """The batch command's records, as the other batch commands': ``line``, ``id`` when the
     input had one, then :meth:`D2FResult.to_record` (``question``, ``answer``, the search's
     figures, ``trace``) or :meth:`D2FError.to_record` (``error``, ``error_type``, ``question``)."""
-    from ..pipelines import line_record
     from ..pipelines.d2f import D2FReAG, corpus_retriever
 
     params = _d2f_params(args)
@@ -147,14 +146,7 @@ def run(args: argparse.Namespace) -> int:
         with JsonlWriter(args.output or "-", resume=args.resume) as out:
             rows = rows_to_run(rows, out, "d2f", args.quiet)
             bar = progress(len(rows), enabled=not args.quiet, desc="d2f", unit="q")
-            for n, row, why in rows:  # one at a time: each written as soon as it is answered
-                if why:  # not a JSON object: the method never sees it
-                    rec = error_record(n, row, why)
-                else:  # the method contract: one result per item
-                    rec = line_record(n, row, method.run_batch([row])[0].to_record())
-                out.write(rec)
-                failed += "error" in rec
-                bar.update(1)
+            failed = write_one_by_one(rows, method, out, bar)
     finally:
         if bar is not None:
             bar.close()

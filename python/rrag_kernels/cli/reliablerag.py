@@ -26,7 +26,6 @@ from .common import (
     add_resume_option,
     batch_status,
     check_distinct,
-    error_record,
     existing_file,
     int_at_least,
     load_nli,
@@ -38,6 +37,7 @@ from .common import (
     read_lines,
     rows_to_run,
     stderr,
+    write_one_by_one,
 )
 
 
@@ -78,13 +78,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _record(line: int, row: dict, res: Any) -> dict:
-    """``line``, the input's ``id`` and :meth:`RAGAnswer.to_record`."""
-    from ..pipelines import line_record
-
-    return line_record(line, row, res.to_record())
-
-
 def run(args: argparse.Namespace) -> int:
     from ..pipelines.reliablerag import ChainParams, ReliableRAG
 
@@ -115,14 +108,7 @@ def run(args: argparse.Namespace) -> int:
         with JsonlWriter(args.output, resume=args.resume) as out:
             rows = rows_to_run(rows, out, "reliablerag", args.quiet)
             bar = progress(len(rows), enabled=not args.quiet, desc="reliablerag", unit="q")
-            for line, row, why in rows:  # one at a time: each written as soon as it is answered
-                if why:
-                    rec = error_record(line, row, why)
-                else:
-                    rec = _record(line, row, method.run_batch([row])[0])
-                out.write(rec)
-                errors += "error" in rec
-                bar.update(1)
+            errors = write_one_by_one(rows, method, out, bar)
     finally:
         if bar is not None:
             bar.close()
