@@ -167,6 +167,15 @@ def test_agreement_formula():
     assert lex.shape == (3,) and ((lex >= 0) & (lex <= 10)).all()
     with pytest.raises(ValueError, match="threshold"):
         agreement_credibility("q", passages, triples, judge=judge, threshold=1.0)
+    # a judge whose output is not probabilities is refused, as MIRAGE refuses it (one check:
+    # models.nli.checked_probs), never read as credibility
+    for bad, says in ((lambda p, h: np.full((len(p), 3), np.nan), "not finite"),
+                      (lambda p, h: np.ones((len(p), 2)) / 2, "shape"),
+                      (lambda p, h: np.full((len(p), 3), 0.5), "sum to 1")):
+        broken = _FakeJudge()
+        broken.predict_proba = bad
+        with pytest.raises(ValueError, match="^judge: predict_proba returned .*" + says):
+            agreement_credibility("q", passages, triples, judge=broken, threshold=0.5)
 
 
 def _auc_brute(s, pos):

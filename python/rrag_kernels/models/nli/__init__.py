@@ -45,7 +45,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ._common import LABELS, NLIScorer, label_permutation, logger
+from ._common import LABELS, NLIScorer, checked_probs, label_permutation, logger
 from .cross_encoder_nli import CrossEncoderNLI
 from .ensemble import EnsembleNLI
 from .lexical import LexicalNLI
@@ -64,6 +64,7 @@ __all__ = [
     "OnnxNLI",
     "PACKAGED_DIR",
     "StackedNLI",
+    "checked_probs",
     "default_model_dir",
     "label_permutation",
     "load",

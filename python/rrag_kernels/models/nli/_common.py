@@ -92,3 +92,38 @@ def length_buckets(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
 def empty_probs() -> np.ndarray:
     """The (0, 3) float32 answer to an empty batch."""
     return np.zeros((0, 3), dtype=np.float32)
+
+
+def checked_probs(probs: Any, n: int, name: str = "nli") -> np.ndarray:
+    """A scorer's ``predict_proba`` output for ``n`` pairs, as float64 (n, 3), or a clear
+    error naming ``name``: a wrong shape (which numpy could broadcast), NaN / inf, values
+    outside [0, 1] or rows that do not sum to 1 must never become scores. The one check of
+    every caller of an :class:`NLIScorer` (a user's scorer is plugged in as is).
+
+    Parameters
+    ----------
+    probs : array-like, what ``predict_proba`` returned
+    n : int, the number of pairs asked for
+    name : str, the argument the scorer came in as (``"nli"``, ``"judge"``)
+
+    Returns
+    -------
+    (n, 3) float64
+    """
+    try:
+        arr = np.asarray(probs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name}: predict_proba returned {type(probs).__name__}, not a float array ({exc})") from exc
+    if arr.shape != (n, 3):
+        raise ValueError(f"{name}: predict_proba returned shape {arr.shape} for {n} pairs, expected ({n}, 3)")
+    if n:
+        bad = ~((arr >= 0.0) & (arr <= 1.0)).all(axis=1)  # NaN compares False
+        if bad.any():
+            raise ValueError(f"{name}: predict_proba returned probabilities that are not finite and in [0, 1] "
+                             f"(first at row {int(np.argmax(bad))})")
+        off = np.abs(arr.sum(axis=1) - 1.0) > 1e-3
+        if off.any():
+            k = int(np.argmax(off))
+            raise ValueError(f"{name}: predict_proba returned rows that do not sum to 1 "
+                             f"(row {k} sums to {arr[k].sum():.4g})")
+    return arr

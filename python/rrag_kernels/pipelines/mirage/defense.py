@@ -49,6 +49,7 @@ from ...models import (
     trust_table,
     url_domain,
 )
+from ...models.nli import checked_probs
 from ...ops import (
     check_choice,
     claim_token_ids,
@@ -396,7 +397,7 @@ class MirageDefense:
         starts = range(0, len(pairs), chunk)
         for s0 in progress_iter(starts, enabled=progress and len(pairs) > chunk, desc="mirage nli", unit="chunk"):
             part = pairs[s0:s0 + chunk]
-            table[s0:s0 + len(part)] = _checked_probs(
+            table[s0:s0 + len(part)] = checked_probs(
                 self.nli.predict_proba([x for x, _ in part], [y for _, y in part]), len(part))
         elapsed = time.perf_counter() - t
         total = sum(len(f) + len(b) for f, b in wanted.values()) or 1
@@ -530,7 +531,7 @@ class MirageDefense:
             return empty, empty
         a = [texts[k] for k in pair_i]
         b = [texts[k] for k in pair_j]
-        probs = _checked_probs(self.nli.predict_proba(a + b, b + a), 2 * n_pairs)
+        probs = checked_probs(self.nli.predict_proba(a + b, b + a), 2 * n_pairs)
         return probs[:n_pairs], probs[n_pairs:]
 
     def _probe(self, active: list[Claim], timings: dict[str, float]) -> np.ndarray:
@@ -552,7 +553,7 @@ class MirageDefense:
         if not premises:
             return penalty
         t = time.perf_counter()
-        probs = _checked_probs(self.nli.predict_proba(premises, hypotheses), len(premises))
+        probs = checked_probs(self.nli.predict_proba(premises, hypotheses), len(premises))
         timings["nli_s"] = timings.get("nli_s", 0.0) + time.perf_counter() - t
         e_col, c_col = label_columns(self.nli.labels)
         for k, row in zip(owner, probs):
@@ -675,28 +676,6 @@ def _shared_minilm() -> Any:
     from ...models import MiniLMEmbedder
 
     return MiniLMEmbedder()
-
-
-def _checked_probs(probs: Any, n: int) -> np.ndarray:
-    """A scorer's ``predict_proba`` output for ``n`` pairs, as float64 (n, 3), or a clear
-    error: a wrong shape (which numpy could broadcast), NaN / inf, values outside [0, 1] or
-    rows that do not sum to 1 must never become claim scores."""
-    try:
-        arr = np.asarray(probs, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"nli: predict_proba returned {type(probs).__name__}, not a float array ({exc})") from exc
-    if arr.shape != (n, 3):
-        raise ValueError(f"nli: predict_proba returned shape {arr.shape} for {n} pairs, expected ({n}, 3)")
-    if n:
-        bad = ~((arr >= 0.0) & (arr <= 1.0)).all(axis=1)  # NaN compares False
-        if bad.any():
-            raise ValueError(f"nli: predict_proba returned probabilities that are not finite and in [0, 1] "
-                             f"(first at row {int(np.argmax(bad))})")
-        off = np.abs(arr.sum(axis=1) - 1.0) > 1e-3
-        if off.any():
-            k = int(np.argmax(off))
-            raise ValueError(f"nli: predict_proba returned rows that do not sum to 1 (row {k} sums to {arr[k].sum():.4g})")
-    return arr
 
 
 def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

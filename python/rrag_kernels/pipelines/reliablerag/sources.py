@@ -278,7 +278,7 @@ def agreement_credibility(question: str, passages: Sequence[Mapping[str, Any]], 
     support = np.zeros(len(keys))
     contra = np.zeros(len(keys))
     if premises:
-        probs = np.asarray(judge.predict_proba(premises, hypotheses), dtype=np.float64)
+        probs = nli.checked_probs(judge.predict_proba(premises, hypotheses), len(premises), "judge")
         best: dict[tuple[int, int], list[float]] = {}
         for (k, q), row in zip(owners, probs):
             cur = best.setdefault((k, q), [0.0, 0.0])
