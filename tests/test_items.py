@@ -40,6 +40,7 @@ def test_passage_rules_name_the_passage_and_field():
         ([{"text": "t", "retrieval_score": True}], TypeError, r"^passages\[0\]\.retrieval_score: expected a number"),
         ([{"text": "t", "retrieval_score": "1"}], TypeError, r"^passages\[0\]\.retrieval_score: expected a number"),
         ([{"text": "t", "retrieval_score": float("nan")}], ValueError, r"^passages\[0\]\.retrieval_score: must be finite"),
+        ([{"text": "t", "retrieval_score": 10**400}], ValueError, r"^passages\[0\]\.retrieval_score: an integer of about"),
     ]
     for passages, kind, message in cases:
         with pytest.raises(kind, match=message):
@@ -112,6 +113,11 @@ def test_reliablerag_follows_the_contract():
     assert [rec["error"].split(":")[0] for rec in records[1:]] == ["ValueError", "ValueError", "TypeError",
                                                                      "TypeError"]
     assert records[1]["question"] is None and records[2]["question"] == " "
+    # options answer() would refuse on every item are refused once, when the method is made
+    with pytest.raises(TypeError, match="^contxt: not an option of reliablerag answer"):
+        ReliableRAG(llm, HashEmbedder(), contxt="tbs")
+    with pytest.raises(ValueError, match="^context: expected one of"):
+        ReliableRAG(llm, HashEmbedder(), context="all")
 
 
 def test_conformal_follows_the_contract():

@@ -69,7 +69,7 @@ from ..pipelines import json_text
 from ..pipelines.conformal import ClaimConformal
 from ..pipelines.d2f import D2FParams, D2FReAG
 from ..pipelines.mirage import MirageDefense, MirageParams
-from ..pipelines.reliablerag import ChainParams, ReliableRAG
+from ..pipelines.reliablerag import ReliableRAG, check_answer_options
 
 logger = logging.getLogger("rrag_kernels")
 
@@ -308,12 +308,6 @@ def _question(row: Mapping[str, Any]) -> str | None:
     return q if isinstance(q, str) else None
 
 
-def _json(obj: Any) -> str:
-    """JSON text of a nested field (a trace, fallbacks): the one record-to-JSON rule of every
-    shell (:func:`rrag_kernels.pipelines.json_text`: NaN null, infinities as strings)."""
-    return json_text(obj)
-
-
 class _Worker:
     """One actor: builds its pipeline once, then turns Arrow batches into result tables.
 
@@ -346,7 +340,7 @@ class _Worker:
             rec = res.to_record()
             for name in self.json_columns:
                 if name in rec:
-                    rec[name] = _json(rec[name])
+                    rec[name] = json_text(rec[name])  # the one record-to-JSON rule (NaN null)
             out.append(rec)
         return out
 
@@ -840,10 +834,6 @@ def conformal_filter_dataset(ds: Any, calibrator: ClaimConformal, *, scores_colu
 # --------------------------------------------------------------------------- the LLM pipelines
 
 
-_ANSWER_OPTIONS = ("credibility", "credibility_options", "context", "selector", "params", "extraction",
-                   "max_passages", "reader_max_tokens", "selector_options")
-
-
 def reliablerag_dataset(ds: Any, *, llm_factory: Callable[[], Any], embedder_factory: Callable[[], Any],
                         num_actors: int = 1, batch_size: int | str | None = 8, num_gpus: float = 0,
                         num_cpus: float = 1, id_column: str = "id", keep_columns: Sequence[str] = (),
@@ -888,15 +878,7 @@ def reliablerag_dataset(ds: Any, *, llm_factory: Callable[[], Any], embedder_fac
     id_column, keep = _column_name(id_column, "id_column"), _columns(keep_columns, "keep_columns")
     _factory(llm_factory, "llm_factory")
     _factory(embedder_factory, "embedder_factory")
-    unknown = sorted(set(options) - set(_ANSWER_OPTIONS))
-    if unknown:
-        raise TypeError(f"{unknown[0]}: not an option of reliablerag answer() (options: {', '.join(_ANSWER_OPTIONS)})")
-    if "context" in options and options["context"] not in ("tbs", "sbs"):
-        raise ValueError(f"context: expected one of ('tbs', 'sbs'), got {options['context']!r}")
-    if options.get("params") is not None:
-        if not isinstance(options["params"], ChainParams):
-            raise TypeError(f"params: expected a ChainParams, got {type(options['params']).__name__}")
-        options["params"].validate()
+    check_answer_options(options)  # on the driver, before any actor starts
     return _run(ds, _ReliableRAGWorker, "reliablerag", "reliablerag_dataset", required=("question", "passages"),
                 inputs=("question", "passages"), pool=pool, id_column=id_column, keep_columns=keep,
                 state={"llm_factory": llm_factory, "embedder_factory": embedder_factory, "options": dict(options)})

@@ -32,10 +32,12 @@ shells add only ``line`` and the item's ``id``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..models import clean_text
+from ..ops import check_real
 
 __all__ = ["Item", "check_item", "check_passages", "check_question"]
 
@@ -101,21 +103,14 @@ def check_passages(passages: Any, name: str = "passages", *, keys: Sequence[str]
                 raise TypeError(f"{where}.{key}: expected a str or null, got {type(v).__name__}")
         s = item.get("retrieval_score")
         if s is not None:
-            if isinstance(s, bool) or not _is_real(s):
+            if isinstance(s, bool) or not isinstance(s, numbers.Real):  # numpy scalars are Real too
                 raise TypeError(f"{where}.retrieval_score: expected a number, got {type(s).__name__}")
-            if not math.isfinite(float(s)):
+            value = check_real(s, f"{where}.retrieval_score")  # an int beyond the float range: ValueError
+            if not math.isfinite(value):
                 raise ValueError(f"{where}.retrieval_score: must be finite, got {s!r}")
-            item["retrieval_score"] = float(s)
+            item["retrieval_score"] = value
         out.append(item)
     return out
-
-
-def _is_real(value: Any) -> bool:
-    """int, float or a numpy real scalar (without importing numpy here)."""
-    if isinstance(value, (int, float)):
-        return True
-    kind = getattr(getattr(value, "dtype", None), "kind", None)
-    return kind in ("i", "u", "f") and getattr(value, "ndim", 1) == 0
 
 
 @dataclass(frozen=True)

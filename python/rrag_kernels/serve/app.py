@@ -83,7 +83,7 @@ from .. import __version__
 from ..pipelines import json_text, line_record
 from ..pipelines.conformal import ClaimConformal, filter_responses
 from ..pipelines.mirage import MirageDefense, params_dict
-from .limits import BodyLimitMiddleware, ServerLimits, error_body
+from .limits import BodyLimitMiddleware, ServerLimits, error_body, is_json_type
 from .schema import DefendRequest, FilterRequest, ScoredResponse
 
 __all__ = ["create_app"]
@@ -173,11 +173,6 @@ def _check_count(n: int, limit: int, what: str, limit_name: str) -> None:
         raise HTTPException(413, f"{what}: {n} is over the limit of {limit} ({limit_name})")
 
 
-def _is_json(content_type: str | None) -> bool:
-    kind = (content_type or "").split(";", 1)[0].strip().lower()
-    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
-
-
 def _unsupported_type(request: Request) -> Response:
     ctype = request.headers.get("content-type")
     got = "none" if ctype is None else repr(ctype[:60])
@@ -259,7 +254,7 @@ def create_app(defense: MirageDefense | None = None, conformal: ClaimConformal |
 
     @app.exception_handler(RequestValidationError)
     async def _on_invalid(request: Request, exc: RequestValidationError) -> Response:
-        if not _is_json(request.headers.get("content-type")):  # FastAPI then hands the model the raw bytes
+        if not is_json_type(request.headers.get("content-type")):  # FastAPI then hands the model the raw bytes
             return _unsupported_type(request)
         return _validation_error(exc)
 
@@ -290,7 +285,7 @@ def create_app(defense: MirageDefense | None = None, conformal: ClaimConformal |
 
     @app.post("/defend", summary="MIRAGE defense of each item's passages (the records of `rrag defend`)")
     async def defend(body: DefendRequest, request: Request) -> Response:
-        if not _is_json(request.headers.get("content-type")):  # older FastAPI reads a body without one as JSON
+        if not is_json_type(request.headers.get("content-type")):  # older FastAPI reads a body without one as JSON
             return _unsupported_type(request)
         d = app.state.defense
         if d is None:
@@ -306,7 +301,7 @@ def create_app(defense: MirageDefense | None = None, conformal: ClaimConformal |
 
     @app.post("/filter", summary="conformal claim filter with the loaded calibration (scores in, kept out)")
     async def filter_claims(body: FilterRequest, request: Request) -> Response:
-        if not _is_json(request.headers.get("content-type")):
+        if not is_json_type(request.headers.get("content-type")):
             return _unsupported_type(request)
         cc = app.state.conformal
         if cc is None:

@@ -48,7 +48,7 @@ from typing import Any, Awaitable, Callable
 from ..ops import check_int
 from ..pipelines import DuplicateKeyError, json_text, loads_one_value_per_key
 
-__all__ = ["ServerLimits", "BodyLimitMiddleware", "error_body"]
+__all__ = ["ServerLimits", "BodyLimitMiddleware", "error_body", "is_json_type"]
 
 logger = logging.getLogger("rrag_kernels.serve")
 
@@ -217,6 +217,13 @@ class BodyLimitMiddleware:
                 return b"".join(parts)
 
 
+def is_json_type(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` is JSON: ``application/json`` or ``application/*+json``
+    (parameters such as ``charset`` ignored). The one rule of the routes and the middleware."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
 def _body_problem(body: bytes, scope: Scope) -> str | None:
     """Why a JSON request body is refused before the app parses it, or None.
 
@@ -227,11 +234,8 @@ def _body_problem(body: bytes, scope: Scope) -> str | None:
     """
     if not body:
         return None
-    kind = b""
-    for k, v in scope.get("headers", ()):
-        if k == b"content-type":
-            kind = v.split(b";", 1)[0].strip().lower()
-    if not (kind == b"application/json" or (kind.startswith(b"application/") and kind.endswith(b"+json"))):
+    declared = next((v for k, v in scope.get("headers", ()) if k == b"content-type"), b"")
+    if not is_json_type(declared.decode("latin-1")):
         return None
     if body.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
         return "malformed JSON: the body starts with a byte-order mark; send UTF-8 without one"

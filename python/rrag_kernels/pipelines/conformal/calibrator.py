@@ -71,6 +71,7 @@ from ...ops import (
     conformal_sweep,
     r_scores,
 )
+from .._records import DuplicateKeyError, loads_one_value_per_key
 
 __all__ = ["ClaimConformal", "FIELDS", "FORMAT", "FORMAT_VERSION"]
 
@@ -187,19 +188,6 @@ def _score_array(x: Any, name: str) -> np.ndarray | Exception:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
             return TypeError(f"{name}: claim {c} has score {_shown(v)}, not a number")
     return TypeError(f"{name}: expected float or int scores, got dtype {arr.dtype}")
-
-
-class _DuplicateField(ValueError):
-    """A field that appears twice in one JSON object (json.loads would keep the last)."""
-
-
-def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateField(f"{key}: appears twice in one JSON object")
-        out[key] = value
-    return out
 
 
 class ClaimConformal:
@@ -319,15 +307,23 @@ class ClaimConformal:
             raise ValueError("ClaimConformal: not calibrated; call calibrate() (or load()) first")
         if not isinstance(self.q_hat, dict):
             return float(self.q_hat)
+        problem = self._group_problem(group, "group")
+        if problem is not None:
+            raise problem
+        return float(self.q_hat[group])
+
+    def _group_problem(self, group: Any, name: str) -> Exception | None:
+        """Why a grouped calibration has no threshold for ``group`` (an error naming
+        ``name``, not raised), or None when it has one."""
         try:
             known = group in self.q_hat
         except TypeError:
-            raise TypeError(f"group: a group label must be hashable, got {type(group).__name__}") from None
-        if not known:
-            what = "missing (None)" if group is None else f"no threshold for group {_shown(group)}"
-            raise ValueError(f"group: {what}; the calibration is group-conditional "
-                             f"(its groups: {_groups_shown(self.q_hat)})")
-        return float(self.q_hat[group])
+            return TypeError(f"{name}: a group label must be hashable, got {type(group).__name__}")
+        if known:
+            return None
+        what = "missing (None)" if group is None else f"no threshold for group {_shown(group)}"
+        return ValueError(f"{name}: {what}; the calibration is group-conditional "
+                          f"(its groups: {_groups_shown(self.q_hat)})")
 
     def filter_lists(self, score_lists: Any, groups: Any = None) -> list[np.ndarray | Exception]:
         """Keep masks for ragged per-response score lists; a bad response is an error, not a raise.
@@ -404,16 +400,9 @@ class ClaimConformal:
         arrays: list[np.ndarray] = []
         for k in range(n):
             if grouped:
-                g = groups[k]
-                try:
-                    known = g in self.q_hat
-                except TypeError:
-                    out[k] = TypeError(f"groups[{k}]: a group label must be hashable, got {type(g).__name__}")
-                    continue
-                if not known:
-                    what = "missing (None)" if g is None else f"no threshold for group {_shown(g)}"
-                    out[k] = ValueError(f"groups[{k}]: {what}; the calibration is group-conditional "
-                                        f"(its groups: {_groups_shown(self.q_hat)})")
+                problem = self._group_problem(groups[k], f"groups[{k}]")
+                if problem is not None:
+                    out[k] = problem
                     continue
             arr = _score_array(score_lists[k], f"score_lists[{k}]")
             if isinstance(arr, Exception):
@@ -631,9 +620,9 @@ class ClaimConformal:
         except UnicodeDecodeError as exc:
             raise ValueError(f"path: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         try:
-            d = json.loads(text, object_pairs_hook=_unique_fields)
-        except _DuplicateField as exc:
-            raise ValueError(f"{exc} (in {path})") from None
+            d = loads_one_value_per_key(text)
+        except DuplicateKeyError as exc:  # json.loads alone would keep the last
+            raise ValueError(f"{exc.args[0]}: appears twice in one JSON object (in {path})") from None
         except RecursionError:
             raise ValueError(f"path: {path} nests JSON too deeply to be a ClaimConformal file") from None
         except ValueError as exc:  # json.JSONDecodeError, and ints too long to convert

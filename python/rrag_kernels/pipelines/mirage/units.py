@@ -156,8 +156,7 @@ def content_terms(text: str, bigrams: bool = False) -> set[str]:
         if w in _STOPWORDS:
             prev = None
             continue
-        if len(w) > 3 and w.endswith("s") and not w[-2].isdigit():
-            w = w[:-1]
+        w = _singular(w)
         out.add(w)
         if bigrams and prev is not None:
             out.add(f"{prev} {w}")
@@ -235,15 +234,7 @@ def disputed(unit_texts: Sequence[str], outside_texts: Sequence[str], question: 
     unit_terms = [content_terms(t, bigrams) for t in unit_texts]
     held = {term: sum(term in terms for terms in unit_terms) for term in consensus}
     core = {term for term, n in held.items() if n == max(held.values())}
-    stated = tuple(bool(core & terms) for terms in unit_terms)
-    return _carriers_disputed(unit_texts, stated, outside_texts, question, consensus, min_passages, bigrams,
-                              specificity_ratio)
-
-
-def _carriers_disputed(unit_texts: Sequence[str], stated: Sequence[bool], outside_texts: Sequence[str],
-                       question: str, consensus: set[str], min_passages: int, bigrams: bool,
-                       specificity_ratio: float) -> bool:
-    """:func:`disputed`'s test for one set of carriers (``stated[k]``: passage k carries)."""
+    stated = [bool(core & terms) for terms in unit_terms]
     carriers = [t for t, s in zip(unit_texts, stated) if s]
     others = [t for t, s in zip(unit_texts, stated) if not s] + list(outside_texts)
     account = unconfirmed_consensus(others, carriers, question, 0.0, bigrams, min_count=min_passages)
@@ -291,10 +282,12 @@ def _normal_word(word: str) -> str:
     w = word.lower().replace("\u2019", "'")
     if w.endswith("'s"):
         w = w[:-2]
-    w = w.replace("'", "")
-    if len(w) > 3 and w.endswith("s") and not w[-2].isdigit():
-        w = w[:-1]
-    return w
+    return _singular(w.replace("'", ""))
+
+
+def _singular(word: str) -> str:
+    """A plural ``s`` stripped from a word longer than three letters (not from ``1990s``)."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word[-2].isdigit() else word
 
 
 def _mean_detail(texts: Sequence[str], question: str, exclude: set[str]) -> float:

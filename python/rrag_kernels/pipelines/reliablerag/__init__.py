@@ -69,12 +69,14 @@ from .eval import (
 from .extraction import EXTRACTION_SYSTEM, extract_triples, parse_triples, resolve_head
 from .selector import SELECTOR_EXEMPLARS, SELECTOR_INSTRUCTION, LLMSelector, letter_of, letter_probs, option_letters
 from .answer import (
+    ANSWER_OPTIONS,
     CONTEXTS,
     READER_SYSTEM,
     RAGAnswer,
     ReliableRAG,
     answer,
     answer_batch,
+    check_answer_options,
     clean_answer,
     passage_text,
     question_triples,
@@ -86,6 +88,7 @@ from .answer import (
 
 __all__ = [
     "ALPHAS",
+    "ANSWER_OPTIONS",
     "CONTEXTS",
     "CREDIBILITY_SOURCES",
     "CREDIBILITY_SYSTEM",
@@ -111,6 +114,7 @@ __all__ = [
     "agreement_credibility",
     "answer",
     "answer_batch",
+    "check_answer_options",
     "build_chains",
     "chain_query",
     "clean_answer",

@@ -372,6 +372,32 @@ def answer_batch(rows: Sequence[Mapping[str, Any]], *, progress: bool = False, *
     return out
 
 
+#: The keyword options of :func:`answer` besides the question, passages and backends.
+ANSWER_OPTIONS = ("credibility", "credibility_options", "context", "selector", "params", "extraction",
+                  "max_passages", "reader_max_tokens", "selector_options")
+
+
+def check_answer_options(options: Mapping[str, Any]) -> None:
+    """Refuse, before any question runs, options :func:`answer` would refuse on every one.
+
+    Raises
+    ------
+    TypeError
+        An unknown option (naming it); ``params`` that is not a :class:`ChainParams`.
+    ValueError
+        A ``context`` other than ``"tbs"`` / ``"sbs"``; ``params`` that do not validate.
+    """
+    unknown = sorted(set(options) - set(ANSWER_OPTIONS))
+    if unknown:
+        raise TypeError(f"{unknown[0]}: not an option of reliablerag answer() (options: {', '.join(ANSWER_OPTIONS)})")
+    if "context" in options and options["context"] not in ("tbs", "sbs"):
+        raise ValueError(f"context: expected one of ('tbs', 'sbs'), got {options['context']!r}")
+    if options.get("params") is not None:
+        if not isinstance(options["params"], ChainParams):
+            raise TypeError(f"params: expected a ChainParams, got {type(options['params']).__name__}")
+        options["params"].validate()
+
+
 class ReliableRAG:
     """ReliableRAG under the method contract (pipelines/_items.py): the backends and options
     once, then :meth:`run_batch` over items, as the other three methods.
@@ -382,10 +408,11 @@ class ReliableRAG:
     embedder : Embedder
     **options
         Any keyword argument of :func:`answer` (``credibility``, ``context``, ``selector``,
-        ``params``, ...).
+        ``params``, ...; :data:`ANSWER_OPTIONS`, checked by :func:`check_answer_options`).
     """
 
     def __init__(self, llm: Any, embedder: Embedder, **options: Any):
+        check_answer_options(options)  # a wrong option is one error now, not one per item
         self.llm, self.embedder, self.options = llm, embedder, dict(options)
 
     def answer(self, question: str, passages: Sequence[Mapping[str, Any]]) -> RAGAnswer:
