@@ -103,7 +103,8 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "interp_heavy: a case too slow for the Triton interpreter (seconds per call); the "
-        "triton backend skips it under TRITON_INTERPRET=1 and runs it on CUDA",
+        "triton backend skips it under TRITON_INTERPRET=1 (unless RRAG_TEST_INTERP_HEAVY=1: "
+        "make test-all) and runs it on CUDA",
     )
     config.addinivalue_line(
         "markers",
@@ -182,7 +183,8 @@ def backend(request) -> str:
     reason = {"reference": None, "cpp": cpp_skip_reason(), "triton": triton_skip_reason()}[name]
     if reason is not None:
         pytest.skip(reason)
-    if name == "triton" and TRITON_INTERPRET and request.node.get_closest_marker("interp_heavy"):
+    if name == "triton" and TRITON_INTERPRET and request.node.get_closest_marker("interp_heavy") \
+            and os.environ.get("RRAG_TEST_INTERP_HEAVY") != "1":
         pytest.skip("interp_heavy case: too slow for the Triton interpreter; smaller cases cover "
                     "this backend here, and it runs in full on CUDA")
     if name == "triton" and TRITON_INTERPRET and request.node.get_closest_marker("interp_inexact"):
@@ -230,3 +232,27 @@ def restore_threads_and_simd(core):
 def torch():
     """The torch module, or a skip."""
     return pytest.importorskip("torch", reason="torch is not importable", exc_type=ImportError)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray per test module: 2 CPUs, no dashboard, workers quiet; the workers import
+    the source tree and tests/ (test doubles are pickled by reference)."""
+    import logging
+    from pathlib import Path
+
+    ray = pytest.importorskip("ray", reason="ray[data] is not installed (pip install 'rrag_kernels[ray]')")
+    pytest.importorskip("ray.data")
+    if ray.is_initialized():
+        pytest.skip("a Ray runtime is already running in this process")
+    root = Path(__file__).resolve().parents[1]
+    path = os.pathsep.join([str(root / "python"), str(root / "tests")])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ctx = ray.data.DataContext.get_current()
+    bars, ctx.enable_progress_bars = ctx.enable_progress_bars, False
+    try:
+        yield ray
+    finally:
+        ctx.enable_progress_bars = bars
+        ray.shutdown()

@@ -48,7 +48,7 @@ def _read(path: Path) -> list[dict]:
 @pytest.fixture
 def defend_input(tmp_path):
     """Two good questions, a line that is not JSON, a blank line (skipped), a row without a
-    question and one whose passage has no text (the defense fails on it)."""
+    question and one whose only passage has no text (left out: nothing to defend)."""
     return _write(tmp_path / "in.jsonl", [
         {"id": "q1", "question": QUESTION, "passages": PASSAGES},
         "{not json",
@@ -174,10 +174,13 @@ def test_defend_count_in_equals_count_out(defend_input, tmp_path, capsys):
     assert "not JSON" in not_json["error"] and "id" not in not_json
     assert no_question["id"] == "q3" and "question" in no_question["error"]
     assert "error" not in no_id and "id" not in no_id and no_id["kept"]
-    assert failed["id"] == "q5" and "text" in failed["error"]
-    assert failed["gate_passed"] is False and failed["prompt"]  # the on_block fallback still comes back
+    # a passage without text is left out (on_bad_passage="skip"), said in the record; here it
+    # was the only one, so nothing is left to defend and the gate blocks with its fallback
+    assert failed["id"] == "q5" and "error" not in failed and failed["stats"]["skipped_passages"] == \
+        [{"passage": 0, "error": "TypeError: passages[0].text: expected a str, got NoneType"}]
+    assert failed["gate_passed"] is False and failed["prompt"] and failed["kept"] == []
     err = capsys.readouterr().err
-    assert "defend: 5 items, 3 errors, gate passed" in err
+    assert "defend: 5 items, 2 errors, gate passed" in err
 
 
 def test_defend_param_sets_a_defense_field(defend_input, tmp_path, capsys):
@@ -506,3 +509,21 @@ def test_usage_errors_exit_2_without_traceback(argv, says, tmp_path, capsys):
     files["latin1"] = tmp_path / "l1.jsonl"
     err = _usage_error([a.format(**files) for a in argv], capsys)
     assert says in err
+
+
+def test_the_llm_commands_share_one_llm_option_group(capsys, tmp_path):
+    """reliablerag, reliablerag-eval, d2f and d2f-eval read the LLM options of one group
+    (cli.common.add_llm_options): the same options, help and checks in each."""
+    groups = {}
+    for command in ("reliablerag", "reliablerag-eval", "d2f", "d2f-eval"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert "\nLLM:\n" in text, command
+        groups[command] = text.split("\nLLM:\n", 1)[1].split("\n\n", 2)[1]  # the options after the description
+    for option in ("--url URL", "--model MODEL", "--api-key-env", "--timeout TIMEOUT", "--n-threads", "--n-ctx"):
+        assert all(option in g for g in groups.values()), option
+    assert groups["d2f"] == groups["d2f-eval"] and "--llm" not in groups["d2f"]
+    inp = _write(tmp_path / "q.jsonl", [{"question": "q?"}])
+    for argv in (["d2f", str(inp), "--corpus", str(inp), "--n-threads", "0"], ["reliablerag", str(inp), "--n-ctx", "64"]):
+        assert "expected an integer >= " in _usage_error(argv, capsys), argv

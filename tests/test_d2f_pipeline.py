@@ -15,7 +15,7 @@ import pytest
 
 from helpers import HashEmbedder, embedded_llm_skip_reason
 from rrag_kernels.__main__ import main
-from rrag_kernels.models import LLMTimeoutError, ScriptedLLM
+from rrag_kernels.models import LLMTimeoutError, ScriptedLLM, parse_indices, parse_questions, parse_short_answer
 from rrag_kernels.pipelines.d2f import (
     D2FError,
     D2FParams,
@@ -358,6 +358,7 @@ def test_trace_to_dict_is_json_serialisable():
     ('{"sub_questions": []}', []),
     ('Here you go: {"sub_questions": ["A?"]}', ["A?"]),
     ("I cannot split that", None),
+    ('Sure: ["Is [X] a film?", "B?"]', ["Is [X] a film?", "B?"]),  # brackets in a string (the old regex: unreadable)
 ])
 def test_parse_sub_questions(text, expected):
     if expected is None:
@@ -380,6 +381,17 @@ def test_parse_picks_and_short_answer():
     assert short_answer("Some reasoning.\nAnswer: Mexico.") == "Mexico"
     assert short_answer("**Mexico**\nbecause ...") == "Mexico"
     assert short_answer("") == ""
+    # the whole-number rule of the shared reader: the old regex read each of these as question 1
+    for bad in ("[-1]", "10.5", "1st"):
+        with pytest.raises(ValueError):
+            parse_picks(bad, 3)
+    assert short_answer("**Answer:** `Mexico`") == "Mexico"  # the old rule gave "`Mexico"
+
+
+def test_replies_are_read_by_the_shared_readers():
+    """One rule per reply, in the models layer (tests/test_llm_parsing.py tests them)."""
+    assert parse_sub_questions is parse_questions and parse_picks is parse_indices
+    assert short_answer is parse_short_answer
 
 
 def test_decomposition_fallback_is_recorded():
@@ -388,6 +400,35 @@ def test_decomposition_fallback_is_recorded():
     rec = res.root.decomposition
     assert rec["fallback_used"] and rec["attempts"] == 3 and rec["value"] == []
     assert res.root.decision == "leaf" and res.stop_reason == "frontier_empty" and res.fallbacks == 1
+    assert rec["errors"][0] == "no questions in the reply (expected a JSON array of strings)"
+    reask = [c for c in s.llm.calls if c.messages[0]["content"] == P.DECOMPOSE_SYSTEM][1].messages[-1]["content"]
+    assert reask.startswith("That reply could not be read (no questions in the reply")
+
+
+def test_sub_question_with_brackets_is_read():
+    s = Script(subs={ROOT_Q: 'Sure: ["Who directed [Pan\'s Labyrinth]?", "B?"]'})
+    res = _method(s).answer(ROOT_Q)
+    assert [res.nodes[i].question for i in res.root.children] == ["Who directed [Pan's Labyrinth]?", "B?"]
+    assert res.root.decomposition["attempts"] == 1 and not res.root.decomposition["fallback_used"]
+
+
+def test_pick_of_minus_one_is_not_the_root():
+    """"[-1]" (a common "none") was read by the old regex as 1, the root: an update it did not
+    ask for. Now it is out of range and re-asked; the second reply "[]" picks nothing."""
+    s = Script(scores={ROOT_Q: ["3"], "A?": ["9"]}, subs={ROOT_Q: '["A?", "B?"]'}, picks=["[-1]"])
+    res = _method(s).answer(ROOT_Q)
+    a = res.nodes[1]
+    assert a.decision == "solved" and a.picks == [] and res.root.updates == [] and s.steps("update") == []
+    assert a.pick_record["attempts"] == 2
+    assert a.pick_record["errors"] == ["the numbers in the reply (-1) are not in 1..2"]
+    s2 = Script(scores={ROOT_Q: ["3"], "A?": ["9"]}, subs={ROOT_Q: '["A?", "B?"]'}, picks=["which one?"] * 3)
+    rec = _method(s2).answer(ROOT_Q).nodes[1].pick_record
+    assert rec["fallback_used"] and rec["value"] == [] and rec["errors"][0] == "no item number in the reply"
+
+
+def test_final_answer_in_bold_markdown():
+    res = _method(Script(scores={ROOT_Q: ["8"]}, answer="**Answer:** `Mexico`")).answer(ROOT_Q)
+    assert res.answer == "Mexico" and res.answer_raw == "**Answer:** `Mexico`"
 
 
 @pytest.mark.parametrize("kwargs, exc, message", [

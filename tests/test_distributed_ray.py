@@ -46,26 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    """One local Ray for the module: 2 CPUs, no dashboard, workers quiet; the workers import
-    the source tree and this directory (the test doubles below are pickled by reference)."""
-    ray = pytest.importorskip("ray", reason="ray[data] is not installed (pip install 'rrag_kernels[ray]')")
-    pytest.importorskip("ray.data")
-    if ray.is_initialized():
-        pytest.skip("a Ray runtime is already running in this process")
-    path = os.pathsep.join([str(ROOT / "python"), str(ROOT / "tests")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    ctx = ray.data.DataContext.get_current()
-    bars, ctx.enable_progress_bars = ctx.enable_progress_bars, False
-    try:
-        yield ray
-    finally:
-        ctx.enable_progress_bars = bars
-        ray.shutdown()
-
-
 def _normal(obj):
     """JSON round trip: NaN == NaN, tuples == lists."""
     return json.loads(json.dumps(obj))
@@ -92,7 +72,7 @@ def make_defense(log_path=None):
     if log_path is not None:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write(f"{os.getpid()}\n")
-    return MirageDefense(nli=FailingNLI(), mode="corroboration")
+    return MirageDefense(nli=FailingNLI(), mode="corroboration", on_bad_passage="error")  # an error row too
 
 
 def _mirage_rows():

@@ -85,7 +85,7 @@ def _contract(results, n):
 
 
 def test_mirage_follows_the_contract():
-    defense = MirageDefense(nli=ConstantNLI("entailment"))
+    defense = MirageDefense(nli=ConstantNLI("entailment"), on_bad_passage="error")
     records = _contract(defense.run_batch([GOOD, *BAD, GOOD], progress=False), 6)
     assert "error" not in records[0]
     same = {k: v for k, v in records[0].items() if k != "stats"}  # stats hold timings
@@ -97,6 +97,33 @@ def test_mirage_follows_the_contract():
     assert records[1]["error"] == "ValueError: item: no 'question' (a non-empty str)"
     assert records[2]["error"] == "ValueError: question: must be a non-empty string"
     assert records[3]["error"] == "TypeError: passages[0].text: expected a str, got int"
+
+
+def test_one_bad_passage_does_not_cost_the_question_its_other_passages(caplog):
+    """MIRAGE's default (on_bad_passage="skip"): a passage that breaks a rule is left out,
+    said in stats and the log, and the others are defended; claims keep input positions."""
+    bad = {"text": None, "url": "https://c.org"}
+    item = {"question": GOOD["question"], "passages": [bad, *GOOD["passages"], {"text": "x", "retrieval_score": "1"}]}
+    defense = MirageDefense(nli=ConstantNLI("entailment"))
+    with caplog.at_level("WARNING", logger="rrag_kernels"):
+        (res,) = defense.run_batch([item], progress=False)
+    assert res.error is None and res.stats["n_passages"] == 2
+    assert res.stats["skipped_passages"] == [
+        {"passage": 0, "error": "TypeError: passages[0].text: expected a str, got NoneType"},
+        {"passage": 3, "error": "TypeError: passages[3].retrieval_score: expected a number, got str"}]
+    assert "passage 0 left out" in caplog.text
+    alone = defense.defend(GOOD["question"], GOOD["passages"])
+    assert [(c.text, c.source - 1, c.kept) for c in res.claims] == [(c.text, c.source, c.kept) for c in alone.claims]
+    assert {c.source for c in res.claims} == {1, 2} and res.gate_passed == alone.gate_passed
+    assert res.to_record()["kept"] and res.to_record()["stats"]["skipped_passages"][0]["passage"] == 0
+    # the single-item call reads the same rule; "error" fails the question as before
+    assert defense.defend(item["question"], item["passages"]).stats["skipped_passages"] == res.stats["skipped_passages"]
+    with pytest.raises(TypeError, match=r"^passages\[0\]\.text"):
+        MirageDefense(nli=ConstantNLI("entailment"), on_bad_passage="error").defend(item["question"], item["passages"])
+    kept = check_passages(item["passages"], skip_bad=True)
+    assert kept == GOOD["passages"] and kept.index == [1, 2] and [n for n, _ in kept.skipped] == [0, 3]
+    with pytest.raises(TypeError, match="^passages: expected a list"):
+        check_passages("text", skip_bad=True)  # the list itself is still required
 
 
 def test_reliablerag_follows_the_contract():

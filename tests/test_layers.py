@@ -12,11 +12,13 @@ package must obey:
    and its ``nli`` subpackage) only; neither imports ``reference`` or ``triton_ops``, and
    ``models`` never imports ``pipelines``.
 3. ``reference/`` imports nothing of the layers it checks.
-4. ``integrations/`` (the framework adapters, above the pipelines) and ``distributed/`` (Ray)
-   import the other layers through their faces only: ``rrag_kernels.ops``,
-   ``rrag_kernels.models`` (and ``.nli``) and one method face per pipeline,
-   ``rrag_kernels.pipelines.<method>`` (``from rrag_kernels.pipelines import mirage`` reads
-   the face too).
+4. The shells — ``integrations/`` (the framework adapters), ``distributed/`` (Ray),
+   ``serve/`` (HTTP), ``cli/`` and ``__main__`` — import the other layers through their faces
+   only: ``rrag_kernels.ops``, ``rrag_kernels.models`` (and ``.nli``), ``rrag_kernels.pipelines``
+   and one method face per pipeline, ``rrag_kernels.pipelines.<method>``
+   (``from rrag_kernels.pipelines import mirage`` reads the face too), and the top package
+   (``__version__``, ``show_config``). No shell imports another, except where one shell starts
+   another (SHELL_STARTS: ``rrag serve`` starts the server face; ``__main__`` is ``cli.main``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[1] / "python" / PACKAGE
 
 #: (importer, imported) pairs that break rule 1 on purpose, with the reason in the docstring.
 ALLOWED_PRIVATE = {("rrag_kernels._config", "rrag_kernels.ops._dispatch")}
+#: The shells: nothing imports them but their own package and SHELL_STARTS.
+SHELLS = ("integrations", "distributed", "serve", "cli")
+#: (importer, imported) pairs where one shell starts another, through that shell's face.
+SHELL_STARTS = {("rrag_kernels.cli.serve", "rrag_kernels.serve"), ("rrag_kernels.__main__", "rrag_kernels.cli.main")}
 #: Faces other layers import.
 FACES = {
     "ops": {"rrag_kernels.ops"},
@@ -140,9 +146,12 @@ def _violations(module: str) -> list[str]:
                 out.append(f"{where}: {layer}/ imports {target} through its face {sorted(FACES[target])} only")
             if target in ("reference", "triton_ops") or (layer == "models" and target == "pipelines"):
                 out.append(f"{where}: {layer}/ may not import {target}")
-        if layer in ("integrations", "distributed") and target not in (layer, "") and \
-                name not in FACES.get(target, set()) | PIPELINE_FACES | {f"{PACKAGE}.pipelines"}:
-            out.append(f"{where}: {layer}/ imports the other layers through their faces only")
+        shell = layer in SHELLS or module == f"{PACKAGE}.__main__"
+        if shell and target not in (layer, "") and (module, name) not in SHELL_STARTS:
+            if target in SHELLS:
+                out.append(f"{where}: a shell imports no other shell")
+            elif name not in FACES.get(target, set()) | PIPELINE_FACES | {f"{PACKAGE}.pipelines"}:
+                out.append(f"{where}: {layer or module}/ imports the other layers through their faces only")
         if layer == "reference" and name != PACKAGE and target not in ("reference",):
             out.append(f"{where}: reference/ imports nothing of the layers it checks")
     return out
@@ -150,7 +159,8 @@ def _violations(module: str) -> list[str]:
 
 def test_the_walk_sees_the_layers():
     """Guard against a vacuous pass: the tree and its imports are where the rules expect."""
-    assert {_layer(m) for m in MODULES} >= {"", "ops", "models", "pipelines", "reference", "triton_ops", "integrations"}
+    assert {_layer(m) for m in MODULES} >= {"", "ops", "models", "pipelines", "reference", "triton_ops", *SHELLS}
+    assert "rrag_kernels.serve" in {n for _, n in _imports("rrag_kernels.cli.serve")}
     assert "rrag_kernels.pipelines.mirage" in PIPELINE_FACES and "rrag_kernels.pipelines.mirage.defense" not in PIPELINE_FACES
     assert "rrag_kernels.pipelines.mirage" in {n for _, n in _imports("rrag_kernels.integrations._common")}
     assert ("rrag_kernels.ops._validation" in {n for _, n in _imports("rrag_kernels.ops.nli_graph")})
@@ -185,3 +195,68 @@ def test_a_private_import_across_layers_is_caught(tmp_path, monkeypatch):
     fake.write_text("from ..pipelines.mirage import MirageDefense\nfrom ..models import split_sentences\n"
                     "from ..ops import cosine_matrix\nfrom ._common import require\n")
     assert _violations("rrag_kernels.integrations.fake") == []
+
+
+def test_a_shell_importing_another_shell_is_caught(tmp_path, monkeypatch):
+    fake = tmp_path / "fake.py"
+    fake.write_text("from ..cli.common import stderr\nfrom ..pipelines.mirage.defense import MirageDefense\n")
+    monkeypatch.setitem(MODULES, "rrag_kernels.serve.fake", fake)
+    bad = _violations("rrag_kernels.serve.fake")
+    assert any("a shell imports no other shell" in b for b in bad), bad
+    assert any("through their faces only" in b for b in bad), bad
+    fake.write_text("from ..pipelines import json_text\nfrom ..pipelines.mirage import MirageDefense\n"
+                    "from .. import __version__\nfrom .limits import ServerLimits\n")
+    assert _violations("rrag_kernels.serve.fake") == []
+
+
+def test_main_defines_no_command():
+    """``__main__`` is the console scripts' entry point: it imports ``cli.main`` and defines nothing."""
+    tree = ast.parse(MODULES["rrag_kernels.__main__"].read_text(encoding="utf-8"))
+    defined = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert defined == []
+    assert "rrag_kernels.cli.main" in {n for _, n in _imports("rrag_kernels.__main__")}
+
+
+def test_every_method_follows_the_contract():
+    """Each method of pipelines/ has ``run_batch`` and its results ``to_record`` (pipelines/__init__.py)."""
+    import inspect
+    import typing
+
+    from rrag_kernels.pipelines.conformal import ConformalRAG
+    from rrag_kernels.pipelines.d2f import D2FReAG
+    from rrag_kernels.pipelines.mirage import MirageDefense
+    from rrag_kernels.pipelines.reliablerag import ReliableRAG
+
+    for method in (MirageDefense, ConformalRAG, D2FReAG, ReliableRAG):
+        run_batch = getattr(method, "run_batch", None)
+        assert callable(run_batch), method
+        assert "progress" in inspect.signature(run_batch).parameters, method
+        (result,) = typing.get_args(typing.get_type_hints(run_batch)["return"])  # list[Result]
+        for kind in typing.get_args(result) or (result,):  # a union: each kind of result
+            assert callable(getattr(kind, "to_record", None)), (method, kind)
+
+
+def test_no_import_cycle_between_modules_of_a_package():
+    """Modules import each other in one direction, imports inside functions included (a
+    function-local import that closes a cycle works only until the import order changes; the
+    memory budget once made one between ops/_validation and ops/_dispatch). A package's
+    ``__init__`` importing its own modules is its face, so edges into a face are left out."""
+    graph = {m: {n for _, n in _imports(m) if n in MODULES and n != m and MODULES[n].name != "__init__.py"}
+             for m in MODULES if MODULES[m].suffix == ".py"}
+    seen: dict[str, int] = {}
+    cycles = []
+
+    def visit(m: str, path: list[str]) -> None:
+        seen[m] = 1
+        for t in sorted(graph.get(m, ())):
+            if seen.get(t) == 1:
+                cycles.append(path[path.index(t):] + [t] if t in path else [m, t])
+            elif t not in seen:
+                visit(t, path + [t])
+        seen[m] = 2
+
+    for m in sorted(graph):
+        if m not in seen:
+            visit(m, [m])
+    assert not cycles, cycles
+    assert "rrag_kernels.ops._dispatch" in graph["rrag_kernels.ops._memory"]  # the walk sees the edges

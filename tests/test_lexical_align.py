@@ -23,6 +23,7 @@ from helpers import offsets_from_counts
 from rrag_kernels import ops
 from rrag_kernels.models.nli import LexicalNLI
 from rrag_kernels.models.nli import lexical as lx
+from rrag_kernels.models.nli.lexical import align as lexical_align
 from rrag_kernels.reference import LEXICAL_TAGS, lexical_opcodes_ref, pair_opcodes_ref
 
 NLI_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nli"
@@ -265,9 +266,9 @@ def test_op_has_no_triton_backend():
 
 def _both_paths(monkeypatch, premises, hypotheses):
     scorer = LexicalNLI()
-    monkeypatch.setattr(lx, "USE_CORE", True)
+    monkeypatch.setattr(lexical_align, "USE_CORE", True)
     fast = scorer.features(premises, hypotheses), scorer.predict_proba(premises, hypotheses)
-    monkeypatch.setattr(lx, "USE_CORE", False)
+    monkeypatch.setattr(lexical_align, "USE_CORE", False)
     slow = scorer.features(premises, hypotheses), scorer.predict_proba(premises, hypotheses)
     assert fast[0] == slow[0]
     assert fast[1].dtype == slow[1].dtype and np.array_equal(fast[1], slow[1])

@@ -21,8 +21,12 @@ from rrag_kernels.models import (
     ask_parsed,
     check_messages,
     parse_choice,
+    parse_indices,
     parse_int,
+    parse_json_list,
     parse_json_object,
+    parse_questions,
+    parse_short_answer,
 )
 
 Q = [{"role": "user", "content": "How reliable is this passage, 0 to 10?"}]
@@ -99,6 +103,96 @@ def test_parse_json_object_finds_the_object(text):
 def test_parse_json_object_says_why_it_cannot(text, reason):
     with pytest.raises(ValueError, match=reason):
         parse_json_object(text, ["score"])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[1, 3]", [1, 3]), ("[]", []), ('```json\n["A?"]\n```', ["A?"]), ('Sure: ["A?", "B?"] done', ["A?", "B?"]),
+    ('{"picks": [2]}', [2]), ('{"note": "x", "picks": [2], "other": [9]}', [2]),  # an object: its first list value
+    ('{"picks": []}', []),
+    ('Sure: ["Is [X] a film?", "B?"]', ["Is [X] a film?", "B?"]),  # brackets inside strings
+    ('[1] then {"picks": [2]}', [1]),                              # the first in reading order
+    ('{"a": 1} and then [2]', [2]),                                # an object without a list is passed over
+    ('{"x": {"picks": [4]}}', [4]),                                # ... and so is its nesting, to the inner one
+])
+def test_parse_json_list_finds_the_list(text, expected):
+    assert parse_json_list(text) == expected
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("1, 3", "no '\\[' in the reply"), ("[1, 3", "no JSON list"), ('{"picks": "1"}', "no JSON list"),
+])
+def test_parse_json_list_says_why_it_cannot(text, reason):
+    with pytest.raises(ValueError, match=reason):
+        parse_json_list(text)
+    with pytest.raises(TypeError, match="text"):
+        parse_json_list(None)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('["A?", "B?"]', ["A?", "B?"]), ('{"sub_questions": ["A?", 3, "B?"]}', ["A?", "B?"]),  # non-strings ignored
+    ("[]", []), ('{"sub_questions": []}', []),                                          # explicitly nothing
+    ('Sure: ["Is [X] a film?", "B?"]', ["Is [X] a film?", "B?"]),
+    ("1. Who directed X?\n2) Where was he born?\nQ3: When?", ["Who directed X?", "Where was he born?", "When?"]),
+    ("- first?\n* second?\n\u2022 first?", ["first?", "second?"]),                     # repeats dropped
+    ("1. Paris\n2. Rome", ["Paris", "Rome"]),               # list markers need no "?"
+    ("Here:\nWho is A?\nWhen was B?", ["Who is A?", "When was B?"]),  # bare lines need one
+    ('[" \'A?\' ", "`B?`", ""]', ["A?", "B?"]),             # quotes, backticks and empty items
+    ("[1, 2]\n- A?", ["A?"]),                               # a list without strings falls through
+])
+def test_parse_questions(text, expected):
+    assert parse_questions(text) == expected
+
+
+@pytest.mark.parametrize("text", ["I cannot split that", "", '[""]', "[1, 2]", "Paris\nRome"])
+def test_parse_questions_says_why_it_cannot(text):
+    with pytest.raises(ValueError, match="no questions in the reply"):
+        parse_questions(text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[1, 3]", [0, 2]), ('["2", "1", "2"]', [0, 1]), ('{"picks": [3, 2]}', [1, 2]), ("1, 3", [0, 2]),
+    ("Questions 1 and 4", [0]),                          # out of range: skipped
+    ('Sure: {"picks": ["1"]} -- done', [0]), ("[true, 2, 1.0]", [1]),  # bools and floats in a list: not read
+    ("[]", []), ('{"picks": []}', []), ("None.", []), ("no", []), ("  **Nothing**  ", []), ("[ ]", []),
+    ("1-3", [0, 2]),                                     # a dash between numbers is not a sign
+])
+def test_parse_indices(text, expected):
+    assert parse_indices(text, 3) == expected
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("[7, 9]", r"\(7, 9\) are not in 1..3"), ("no idea which", "no item number"),
+    # the whole-number rule of parse_int, not D2F's old regex, which read every one of these as item 1
+    ("[-1]", r"\(-1\) are not in 1..3"),                 # a signed number, often "none": not item 1
+    ("10.5", "no item number"), ("12a3", "no item number"), ("1st and 3rd", "no item number"),
+])
+def test_parse_indices_says_why_it_cannot(text, reason):
+    with pytest.raises(ValueError, match=reason):
+        parse_indices(text, 3)
+
+
+def test_parse_indices_argument_checks():
+    assert parse_indices("none", 0) == []
+    with pytest.raises(ValueError, match="not in 1..0"):
+        parse_indices("1", 0)
+    with pytest.raises(ValueError, match="n: must be >= 0"):
+        parse_indices("1", -1)
+    with pytest.raises(TypeError, match="text"):
+        parse_indices(1, 3)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Some reasoning.\nAnswer: Mexico.", "Mexico"), ("**Mexico**\nbecause ...", "Mexico"), ("", ""), ("\n  \n", ""),
+    ("The answer is: Paris", "Paris"), ("Final answer - 42.", "42"), ("**Answer**: Rome", "Rome"),
+    ("**Answer:** `Rome`", "Rome"),                     # bold closed after the colon (D2F's old rule: "`Rome")
+    ("x\nAnswer: a\nanswer: b", "b"),                    # the last answer line
+    ("\n  'Quoted'  \nmore", "Quoted"),                  # no answer line: the first non-empty one
+    ("Answer:", "Answer:"),                              # an empty answer line is not one
+])
+def test_parse_short_answer(text, expected):
+    assert parse_short_answer(text) == expected
+    with pytest.raises(TypeError, match="text"):
+        parse_short_answer(None)
 
 
 # --------------------------------------------------------------------------- ask / re-ask / fall back

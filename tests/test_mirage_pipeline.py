@@ -154,7 +154,9 @@ class TestDefend:
         assert result.claims[0].r_tilde == 1.0  # no retrieval scores: all rank equal
 
     def test_bad_inputs(self):
-        defense = MirageDefense(nli=FixedNLI())
+        defense = MirageDefense(nli=FixedNLI(), on_bad_passage="error")  # the default leaves a bad passage out
+        assert MirageDefense(nli=FixedNLI()).defend("q", [{"url": "https://x.org"}]).stats["skipped_passages"] == \
+            [{"passage": 0, "error": "TypeError: passages[0].text: expected a str, got NoneType"}]
         with pytest.raises(TypeError, match="^question:"):
             defense.defend(None, [])
         with pytest.raises(TypeError, match="^passages:"):
@@ -283,7 +285,7 @@ class TestRetrievalScore:
             MirageDefense(nli=FixedNLI(), score_kind="rank")
         with pytest.raises(ValueError, match="^score_kind:"):
             top_passages([1.0], 1, "Similarity")
-        defense = MirageDefense(nli=FixedNLI())
+        defense = MirageDefense(nli=FixedNLI(), on_bad_passage="error")
         for bad in (float("inf"), float("-inf"), float("nan")):
             with pytest.raises(ValueError, match=r"^passages\[0\]\.retrieval_score: must be finite"):
                 defense.defend("q", [{"text": "a.", "retrieval_score": bad}])

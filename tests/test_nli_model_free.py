@@ -21,6 +21,7 @@ import pytest
 from rrag_kernels.models import nli
 from rrag_kernels.models.nli import LexicalNLI
 from rrag_kernels.models.nli import lexical as lx
+from rrag_kernels.models.nli.lexical.tokens import _tokenize
 
 LABELS = ("entailment", "neutral", "contradiction")
 NLI_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "nli"
@@ -116,8 +117,8 @@ def test_direction_matters(scorer):
 
 
 def test_number_phrases_are_parsed():
-    toks = lx._tokenize("In the eighteenth century about 150 ships, more than forty of them Dutch, "
-                        "carried 7.2 million tonnes; by the 1840s fifty-six remained.")
+    toks = _tokenize("In the eighteenth century about 150 ships, more than forty of them Dutch, "
+                     "carried 7.2 million tonnes; by the 1840s fifty-six remained.")
     got = [(n.kind, n.lo, n.hi) for n in toks.numbers]
     assert got[0] == (1, 1701.0, 1800.0)
     assert got[1] == (0, pytest.approx(127.5), pytest.approx(172.5))

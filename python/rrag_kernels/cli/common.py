@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ..pipelines import DuplicateKeyError, json_text, jsonable, loads_one_value_per_key
 
 __all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed",
-           "unit_closed", "int_at_least", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
+           "unit_closed", "int_at_least", "add_llm_options", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
            "progress", "chunks", "stderr", "make_llm", "make_embedder", "load_nli", "batch_status",
            "add_resume_option", "rows_to_run", "write_one_by_one"]
 
@@ -370,6 +370,24 @@ def batch_status(command: str, n: int, errors: int, out: "JsonlWriter | None" = 
     return 0
 
 
+def add_llm_options(p: argparse.ArgumentParser, *, llm_flag_help: str | None = None) -> None:
+    """The one option group of the LLM commands (reliablerag, reliablerag-eval, d2f, d2f-eval):
+    which LLM answers and how it is reached, read by :func:`make_llm`. With ``llm_flag_help``
+    the group has ``--llm embedded``, exclusive with ``--url``."""
+    g = p.add_argument_group("LLM", "the embedded SmolLM2-135M on llama.cpp (offline; the default) or any "
+                                    "OpenAI-compatible chat server (--url)")
+    where = g.add_mutually_exclusive_group() if llm_flag_help else g
+    if llm_flag_help:
+        where.add_argument("--llm", choices=("embedded",), default=None, help=llm_flag_help)
+    where.add_argument("--url", default=None, help="an OpenAI-compatible server (e.g. http://localhost:8000/v1)")
+    g.add_argument("--model", default=None, help="the model name the --url server serves")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                   help="environment variable holding the --url server's API key (default OPENAI_API_KEY)")
+    g.add_argument("--timeout", type=float, default=300.0, help="read timeout per call in seconds (--url; default 300)")
+    g.add_argument("--n-threads", type=int_at_least(1), default=1, help="threads of the embedded LLM (default 1)")
+    g.add_argument("--n-ctx", type=int_at_least(512), default=4096, help="context size of the embedded LLM (default 4096)")
+
+
 def make_llm(args: argparse.Namespace) -> Any:
     """The LLM of ``--llm embedded`` / ``--url`` (d2f, d2f-eval, reliablerag; tests patch it with a
     scripted one where a command imports it)."""
@@ -377,8 +395,7 @@ def make_llm(args: argparse.Namespace) -> Any:
 
     if args.url:
         try:
-            return OpenAIChatLLM(args.url, args.model, api_key_env=getattr(args, "api_key_env", "OPENAI_API_KEY"),
-                                 read_timeout=args.timeout)
+            return OpenAIChatLLM(args.url, args.model, api_key_env=args.api_key_env, read_timeout=args.timeout)
         except (TypeError, ValueError) as exc:
             raise UsageError(f"--url: {exc}") from exc
     try:

@@ -16,6 +16,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    add_llm_options,
     add_resume_option,
     batch_status,
     check_distinct,
@@ -60,12 +61,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _d2f_common_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="an OpenAI-compatible server (e.g. http://localhost:8000/v1); "
-                                              "default: the embedded SmolLM2-135M (offline)")
-    p.add_argument("--model", default=None, help="the model name the --url server serves")
-    p.add_argument("--timeout", type=float, default=300.0, help="read timeout per call in seconds (--url)")
-    p.add_argument("--n-threads", type=int, default=1, help="threads of the embedded LLM (default 1)")
-    p.add_argument("--n-ctx", type=int, default=4096, help="context size of the embedded LLM")
+    add_llm_options(p)
     p.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"),
                    help="passage embedder: MiniLM (offline model) or a model-free hashed bag of words")
     p.add_argument("--k", type=int, default=None, help="passages retrieved per question (default 3)")

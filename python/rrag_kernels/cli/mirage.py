@@ -78,14 +78,27 @@ def run_demo(args: argparse.Namespace) -> int:
     defense = MirageDefense(nli=load_nli(args.nli), on_block=args.on_block, mode=args.mode)
     print(f"MIRAGE defense, NLI scorer: {type(defense.nli).__name__}, mode: {defense.params.mode}, "
           f"pairing: {defense.params.pairing}, on BLOCK: {defense.params.on_block}")
+    print("Each question mixes clean passages with polluted copies that change one fact. What to read: a "
+          "[polluted] claim kept is a falsehood that reached the prompt, unless it is a sentence the edit left "
+          "true; a [clean] claim dropped is a true claim the defense lost. It drops both sides of a "
+          "contradiction it cannot settle, so where a false value is as corroborated as the true one, the "
+          "true one goes too: the demo shows that cost as it is.")
+    tally = {"clean": [0, 0], "polluted": [0, 0]}
     for item in sample["questions"]:
         labels = [p.get("label", "?") for p in item["passages"]]
         passages = [{k: p[k] for k in ("text", "url", "title", "retrieval_score")} for p in item["passages"]]
         print(f"\nQ: {item['question']}")
         result = defense.defend(item["question"], passages)
         _print_result(result, labels)
+        for c in result.claims:
+            if labels[c.source] in tally:
+                tally[labels[c.source]][0] += c.kept and result.gate_passed
+                tally[labels[c.source]][1] += 1
         if args.prompt:
             print("\n" + result.prompt)
+    (ck, cn), (pk, pn) = tally["clean"], tally["polluted"]
+    print(f"\nReached the prompt: {ck} of {cn} claims of clean passages (the rest are true claims lost), "
+          f"{pk} of {pn} claims of polluted passages (their edited sentences are false, the others true).")
     return 0
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from .common import (
     JsonlWriter,
     UsageError,
+    add_llm_options,
     add_resume_option,
     batch_status,
     check_distinct,
@@ -47,15 +48,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", type=existing_file, help="JSONL, one {'id'?, 'question', 'passages'} per line")
     p.add_argument("-o", "--output", type=output_file, default="-", help="output JSONL (default: stdout)")
-    llm = p.add_mutually_exclusive_group()
-    llm.add_argument("--llm", choices=("embedded",), default=None,
-                     help="embedded: SmolLM2-135M on llama.cpp, offline (the default)")
-    llm.add_argument("--url", default=None, help="an OpenAI-compatible server (e.g. http://localhost:8000/v1)")
-    p.add_argument("--model", default=None, help="the model name the --url server serves")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    p.add_argument("--timeout", type=float, default=300.0, help="read timeout per call in seconds (--url)")
-    p.add_argument("--n-threads", type=int_at_least(1), default=1, help="threads of the embedded LLM (1)")
-    p.add_argument("--n-ctx", type=int_at_least(512), default=4096, help="context size of the embedded LLM")
+    add_llm_options(p, llm_flag_help="embedded: SmolLM2-135M on llama.cpp, offline (the default)")
     p.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"),
                    help="triple embedder: MiniLM (offline model) or a model-free hashed bag of words")
     p.add_argument("--credibility", default="llm", choices=("llm", "uniform", "agreement", "oracle"),
@@ -135,12 +128,8 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
                                                   "package's default judge; 'lexical' is model-free and fast)")
     rr.add_argument("--no-grid", action="store_true", help="skip the offline alpha x injected grid")
     rr.add_argument("--no-auc", action="store_true", help="skip the credibility ROC-AUC table")
-    rr_llm = rr.add_mutually_exclusive_group()
-    rr_llm.add_argument("--llm", choices=("embedded",), default=None,
-                        help="also answer with an LLM: 'embedded' = SmolLM2-135M on llama.cpp, offline")
-    rr_llm.add_argument("--url", default=None, help="also answer with an OpenAI-compatible server at URL")
-    rr.add_argument("--model", default=None, help="the server's model name (with --url)")
-    rr.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    add_llm_options(rr, llm_flag_help="also answer with an LLM: 'embedded' = SmolLM2-135M on llama.cpp, "
+                                      "offline (or --url: a server)")
     rr.add_argument("--limit", type=int, default=None, help="questions answered with the LLM (default: 3 "
                                                             "embedded, all with --url)")
     rr.add_argument("--credibility", default="oracle", choices=("oracle", "uniform", "agreement", "llm"),
@@ -151,7 +140,6 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
     rr.add_argument("--beams", type=int, default=None, help="letters per chain and hop (default 5; 2 embedded)")
     rr.add_argument("--max-chains", type=int, default=None, help="chains kept (default 20; 3 embedded)")
     rr.add_argument("--max-hops", type=int, default=None, help="hops (default 4; 2 embedded)")
-    rr.add_argument("--n-threads", type=int, default=1, help="llama.cpp threads of the embedded LLM")
     rr.set_defaults(func=run_eval)
     return rr
 
@@ -216,16 +204,10 @@ def run_eval(args: argparse.Namespace) -> int:
     llm, server = None, None
     try:
         if use_llm:
-            from ..models import EmbeddedLLM, LLMError, OpenAIChatLLM, measure_rates
+            from ..models import LLMError, measure_rates
 
-            try:
-                if small:
-                    llm = EmbeddedLLM(n_ctx=4096, n_threads=args.n_threads)
-                    server = llm
-                else:
-                    llm = OpenAIChatLLM(args.url, model=args.model, api_key_env=args.api_key_env)
-            except (ImportError, FileNotFoundError, ValueError, TypeError, LLMError) as exc:
-                raise UsageError(f"--llm / --url: {exc}") from exc
+            llm = make_llm(args)  # --url, else the embedded model (--llm embedded)
+            server = llm if small else None
         if not args.no_auc:
             sources = {"oracle": {"source": "oracle"}, "uniform": {"source": "uniform"},
                        "agreement": {"source": "agreement", "judge": judge}}

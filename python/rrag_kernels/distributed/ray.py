@@ -132,7 +132,8 @@ def _schemas() -> dict[str, Any]:
     s, f, i, b = pa.string(), pa.float64(), pa.int64(), pa.bool_()
     claim = [("text", s), ("source", i), ("score", f), ("domain", s)]
     timings = pa.struct([(k, f) for k in ("split_s", "units_s", "kernels_s", "nli_s", "embed_s", "retrieval_s")])
-    stats = pa.struct([("n_passages", i), ("n_candidates", i), ("n_claims", i), ("n_pairs", i), ("n_kept", i),
+    skipped = pa.list_(pa.struct([("passage", i), ("error", s)]))
+    stats = pa.struct([("n_passages", i), ("skipped_passages", skipped), ("n_candidates", i), ("n_claims", i), ("n_pairs", i), ("n_kept", i),
                        ("n_support", i), ("n_contradiction", i), ("r_contr", f), ("n_domains", i), ("diversity", s),
                        ("support_share", f), ("F", f), ("gate_reason", s), ("timings", timings)])
     defend = [("error", s), ("question", s), ("gate_passed", b), ("gate_reason", s), ("fallback", s), ("prompt", s),
@@ -327,17 +328,31 @@ class _Worker:
 
     #: The method (pipelines/_items.py's contract: ``run_batch`` and ``to_record``), set by ``setup``.
     method: Any = None
+    #: Which batch call of the method the worker runs (the contract's ``run_batch``, or
+    #: ConformalRAG's ``score_batch`` for scoring without a calibrator).
+    batch_call: str = "run_batch"
+    #: Keyword arguments of every ``to_record`` call.
+    record_options: Mapping[str, Any] = {}
     #: Record fields too nested or ragged for one Arrow type: stored as JSON text.
     json_columns: tuple[str, ...] = ()
+    #: Per list-of-objects field, keys an object may leave out and the value the table
+    #: stores for them (a fixed schema has no "absent").
+    item_defaults: Mapping[str, Mapping[str, Any]] = {}
 
     def setup(self, **state: Any) -> None:  # pragma: no cover - every worker defines it
         raise NotImplementedError
 
     def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The method's records, one per row, in order (a failing row is an error record)."""
+        """The method's records, one per row, in order (a failing row is an error record
+        carrying the row's question when it is a str)."""
         out = []
-        for res in self.method.run_batch(rows, progress=False):
-            rec = res.to_record()
+        for row, res in zip(rows, getattr(self.method, self.batch_call)(rows, progress=False)):
+            rec = res.to_record(**self.record_options)
+            if "error" in rec:
+                rec["question"] = _question(row)
+            for name, defaults in self.item_defaults.items():
+                if isinstance(rec.get(name), list):
+                    rec[name] = [{**defaults, **item} for item in rec[name]]
             for name in self.json_columns:
                 if name in rec:
                     rec[name] = json_text(rec[name])  # the one record-to-JSON rule (NaN null)
@@ -388,47 +403,30 @@ class _Worker:
 
 
 class _DefendWorker(_Worker):
+    item_defaults = {"kept": {"contradicted_by": []}}  # the CLI leaves an empty one out
+
     def setup(self, *, defense_factory: Callable[[], Any] | None, nli: Any, params: MirageParams | None,
               dropped: bool) -> None:
         if defense_factory is not None:
             defense = defense_factory()
-            if not callable(getattr(defense, "defend_batch", None)):
+            if not callable(getattr(defense, "run_batch", None)):
                 raise TypeError(f"defense_factory: returned a {type(defense).__name__}, not a MirageDefense")
         else:
             defense = MirageDefense(nli=nli, params=params)
-        self.defense, self.dropped = defense, dropped
+        self.method, self.record_options = defense, {"dropped": dropped}
 
     def error_record(self, row: Mapping[str, Any], exc: BaseException) -> dict[str, Any]:
         return {"error": _error(exc), "question": _question(row), "gate_passed": False}
 
-    def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = self.defense.defend_batch(rows, progress=False)
-        out = []
-        for row, res in zip(rows, results):
-            rec = res.to_record(dropped=self.dropped)
-            if "error" in rec:  # gate_passed False, the on_block fallback prompt
-                out.append({**rec, "question": _question(row)})
-                continue
-            rec["kept"] = [{"contradicted_by": [], **c} for c in rec["kept"]]  # the CLI leaves an empty one out
-            out.append(rec)
-        return out
-
 
 class _ScoreWorker(_Worker):
+    batch_call = "score_batch"
+
     def setup(self, *, rag_factory: Callable[[], Any]) -> None:
         rag = rag_factory()
         if not callable(getattr(rag, "score_batch", None)):
             raise TypeError(f"rag_factory: returned a {type(rag).__name__}, not a ConformalRAG")
-        self.rag = rag
-
-    def process(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = []
-        for row, s in zip(rows, self.rag.score_batch(rows, progress=False)):
-            rec = s.to_record()
-            if "error" in rec:
-                rec["question"] = _question(row)  # the item's own, or null when it is not a str
-            out.append(rec)
-        return out
+        self.method = rag
 
 
 class _ReliableRAGWorker(_Worker):

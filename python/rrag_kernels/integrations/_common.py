@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..models import Embedder, split_sentences
+from ..models import Embedder, checked_encode, split_sentences
 from ..ops import check_choice, cosine_matrix
 from ..pipelines.conformal import ClaimConformal, ConformalRAG
 from ..pipelines.mirage import Claim, MirageDefense, MirageResult
@@ -183,7 +183,7 @@ class ConformalClaimFilter:
         texts = list(texts)
         if not texts:
             return []
-        emb = np.asarray(self.embedder.encode([question] + texts), dtype=np.float32)
+        emb = checked_encode(self.embedder, [question] + texts)
         sims = np.asarray(cosine_matrix(emb[:1], emb[1:]), dtype=np.float64)[0]
         sentences = [split_sentences(t) for t in texts]
         claims = [s for per_doc in sentences for s in per_doc]

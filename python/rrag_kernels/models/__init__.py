@@ -19,7 +19,8 @@ LLMs (:mod:`.llm`)
     offline), :class:`ScriptedLLM` (test double); :class:`ChatResult`, :class:`LLMUsage`,
     :class:`LLMError` (:class:`LLMTimeoutError`, :class:`LLMConnectionError`); defensive
     parsing of structured replies (:func:`ask_int`, :func:`ask_choice`, :func:`ask_json`
-    -> :class:`ParseResult`); :func:`measure_rates`.
+    -> :class:`ParseResult`; the readers ``parse_*``, for :func:`ask_parsed`);
+    :func:`measure_rates`.
 Text helpers (:mod:`.text`)
     :func:`clean_text` (the one cleaning rule: lone surrogates -> U+FFFD, control
     characters -> space; every scorer, embedder and retriever here applies it to the text
@@ -37,6 +38,7 @@ when a model is built, never when this package is imported.
 from __future__ import annotations
 
 from . import nli
+from .checks import checked_embeddings, checked_encode, checked_predict
 from .embed import HashingEmbedder, MiniLMEmbedder
 from .llm import (
     SMOLLM2_REQUIREMENT,
@@ -62,17 +64,22 @@ from .llm import (
     check_messages,
     measure_rates,
     parse_choice,
+    parse_indices,
     parse_int,
+    parse_json_list,
     parse_json_object,
+    parse_questions,
+    parse_short_answer,
     smollm2_gguf_path,
 )
 from .protocols import LLM, Embedder, NLIScorer, Retriever
 from .retrieval import DenseRetriever
-from .text import clean_text, clean_texts, split_sentences
+from .text import FUNCTION_WORDS, clean_text, clean_texts, split_sentences
 from .trust import DEFAULT_TRUST, DOMAIN_CATEGORIES, domain_category, trust_score, trust_table, url_domain, url_host
 
 __all__ = [
     "DEFAULT_TRUST",
+    "FUNCTION_WORDS",
     "DOMAIN_CATEGORIES",
     "LLM",
     "SMOLLM2_REQUIREMENT",
@@ -102,14 +109,21 @@ __all__ = [
     "ask_parsed",
     "chat_request",
     "check_messages",
+    "checked_embeddings",
+    "checked_encode",
+    "checked_predict",
     "clean_text",
     "clean_texts",
     "domain_category",
     "measure_rates",
     "nli",
     "parse_choice",
+    "parse_indices",
     "parse_int",
+    "parse_json_list",
     "parse_json_object",
+    "parse_questions",
+    "parse_short_answer",
     "smollm2_gguf_path",
     "split_sentences",
     "trust_score",

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ops import topk_cosine
+from .checks import checked_encode
 from .protocols import Embedder
 from .text import clean_text
 
@@ -39,8 +40,7 @@ class DenseRetriever:
                 raise TypeError(f"passages: item {n} has no str 'text'")
             p["text"] = clean_text(p["text"])
         self.embedder = embedder
-        self._emb = _checked_embeddings(embedder.encode([p["text"] for p in self.passages]), len(self.passages),
-                                        "passages")
+        self._emb = checked_encode(embedder, [p["text"] for p in self.passages], what="passages")
         self._index = None
         if use_faiss is None or use_faiss:
             try:
@@ -62,7 +62,7 @@ class DenseRetriever:
         if not self.passages or k < 1:
             return []
         k = min(int(k), len(self.passages))
-        q = _checked_embeddings(self.embedder.encode([clean_text(query)]), 1, "query", self._emb.shape[1])
+        q = checked_encode(self.embedder, [clean_text(query)], what="query", dim=self._emb.shape[1])
         if self._index is not None:
             norm = np.linalg.norm(q)
             scores, idx = self._index.search(q / norm if norm > 0 else q, k)
@@ -77,18 +77,3 @@ class DenseRetriever:
             out.append(hit)
         return out
 
-
-def _checked_embeddings(emb: Any, n: int, what: str, dim: int | None = None) -> np.ndarray:
-    """The embedder's output for ``n`` texts as a contiguous float32 (n, d) array; a wrong
-    shape or a non-finite value is a ValueError naming the texts (an embedder bug must not
-    silently index NaN rows or find nothing)."""
-    arr = np.asarray(emb.detach().cpu().numpy() if hasattr(emb, "detach") else emb)
-    if arr.ndim != 2 or arr.shape[0] != n or (dim is not None and arr.shape[1] != dim):
-        want = f"({n}, {dim if dim is not None else 'd'})"
-        raise ValueError(f"{what}: the embedder returned shape {arr.shape} for {n} texts, expected {want}")
-    if arr.dtype.kind not in "fiu":
-        raise ValueError(f"{what}: the embedder returned dtype {arr.dtype}, expected floats")
-    out = np.ascontiguousarray(arr, dtype=np.float32)
-    if not np.isfinite(out).all():
-        raise ValueError(f"{what}: the embedder returned non-finite values")
-    return out

@@ -15,6 +15,23 @@ from typing import Any, Sequence
 
 import numpy as np
 
+#: English function words (articles, prepositions, pronouns, auxiliaries, connectives): the
+#: one list of words that carry no content, for every rule that looks at content words. Each
+#: rule says what it adds or keeps on top (the NLI keeps negations and quantities, MIRAGE's
+#: source units also skip reporting verbs).
+FUNCTION_WORDS = frozenset(
+    """
+    a an the and or but if then so as of at by for with from into onto upon in on to up out off over under
+    about against between through during within along across around among toward towards via per than
+    is are was were be been being am has have had having do does did doing will would shall should can
+    could may might must it its it's this that these those there here which who whom whose what when where
+    while why how he she they them their theirs his her hers him we us our you your i me my mine itself
+    himself herself themselves also too very just even such same own other another each both either
+    s 's one ones whereas thus hence therefore however although though because since until till yet
+    later still already again once now then ever rather quite well much many
+    """.split()
+)
+
 # Code points a Python str can hold that UTF-8 cannot encode: the UTF-16 surrogates.
 _SURROGATES = "\ud800-\udfff"
 # C0 and C1 control characters, DEL included, except tab, line feed and carriage return.

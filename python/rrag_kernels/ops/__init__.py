@@ -76,15 +76,13 @@ same form): :func:`check_int`, :func:`check_real`, :func:`check_no_nan`,
 
 from __future__ import annotations
 
+from ._memory import check_memory_budget, get_memory_budget, set_memory_budget
 from ._validation import (
     LABELS,
     as_claims,
     check_bool,
     check_choice,
     check_int,
-    check_memory_budget,
-    get_memory_budget,
-    set_memory_budget,
     check_level_a,
     check_no_nan,
     check_real,

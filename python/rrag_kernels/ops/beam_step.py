@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import reference
 from ._dispatch import core_cached, cpu_plan, finish, numpy_cpp
+from ._memory import check_memory_budget
 from ._validation import (
     as_bool,
     as_float64,
@@ -16,7 +17,6 @@ from ._validation import (
     check_finite,
     check_in_range,
     check_int,
-    check_memory_budget,
     check_real,
     is_plain,
 )

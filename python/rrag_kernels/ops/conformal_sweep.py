@@ -11,6 +11,7 @@ import numpy as np
 from .. import reference
 from ..reference import calibration_size
 from ._dispatch import core_cached, cpu_plan
+from ._memory import check_memory_budget
 from ._validation import (
     as_buffer,
     as_claims,
@@ -18,7 +19,6 @@ from ._validation import (
     check_claim_values,
     check_int,
     check_level_a,
-    check_memory_budget,
     check_real,
     check_sentinel,
 )

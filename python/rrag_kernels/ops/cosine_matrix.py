@@ -8,7 +8,8 @@ import numpy as np
 
 from .. import reference
 from ._dispatch import core_module, finish, numpy_float32, plan, torch_float32
-from ._validation import check_bool, check_matrices, check_memory_budget
+from ._memory import check_memory_budget
+from ._validation import check_bool, check_matrices
 
 __all__ = ["cosine_matrix"]
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import reference
 from ._dispatch import Plan, core_cached, finish, numpy_cpp, plan, triton_device
+from ._memory import check_memory_budget
 from ._validation import (
     LABELS,
     array_like,
@@ -17,7 +18,6 @@ from ._validation import (
     check_dtype_kind,
     check_index_range,
     check_int,
-    check_memory_budget,
     check_no_self_loops,
     check_probabilities,
     check_shape,

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import reference
 from ._dispatch import Plan, core_module, finish, numpy_float32, plan, to_torch_index, torch_float32
+from ._memory import check_memory_budget
 from ._validation import (
     array_like,
     as_bool,
@@ -19,7 +20,6 @@ from ._validation import (
     check_index_range,
     check_int,
     check_matrices,
-    check_memory_budget,
     check_real,
     check_shape,
 )

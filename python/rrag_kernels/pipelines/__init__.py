@@ -18,8 +18,8 @@ attack success) and ``_multihop`` (the multi-hop JSONL reader) are shared by the
 method and shell.
 """
 
-from ._items import Item, check_item, check_passages, check_question
+from ._items import CheckedPassages, Item, check_item, check_passages, check_question
 from ._records import DuplicateKeyError, json_text, jsonable, line_record, loads_one_value_per_key
 
-__all__ = ["DuplicateKeyError", "Item", "check_item", "check_passages", "check_question", "json_text", "jsonable",
+__all__ = ["CheckedPassages", "DuplicateKeyError", "Item", "check_item", "check_passages", "check_question", "json_text", "jsonable",
            "line_record", "loads_one_value_per_key"]

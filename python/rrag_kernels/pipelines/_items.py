@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 from ..models import clean_text
 from ..ops import check_real
 
-__all__ = ["Item", "check_item", "check_passages", "check_question"]
+__all__ = ["CheckedPassages", "Item", "check_item", "check_passages", "check_question"]
 
 
 def check_question(question: Any, name: str = "question") -> str:
@@ -59,8 +59,27 @@ def check_question(question: Any, name: str = "question") -> str:
     return clean_text(question)
 
 
+class CheckedPassages(list):
+    """:func:`check_passages`' result: a list of the passages that follow the rules, in order.
+
+    Attributes
+    ----------
+    index : list of int
+        The input position of each passage kept (``index[k]`` for the k-th).
+    skipped : list of (int, str)
+        With ``skip_bad``: the input position of each passage left out and why (the message
+        its error would have had); ``[]`` otherwise.
+    """
+
+    def __init__(self, passages: Sequence[dict[str, Any]] = (), index: Sequence[int] | None = None,
+                 skipped: Sequence[tuple[int, str]] = ()):
+        super().__init__(passages)
+        self.index = list(range(len(self))) if index is None else list(index)
+        self.skipped = list(skipped)
+
+
 def check_passages(passages: Any, name: str = "passages", *, keys: Sequence[str] | None = None,
-                   text_required: bool = True) -> list[dict[str, Any]]:
+                   text_required: bool = True, skip_bad: bool = False) -> CheckedPassages:
     """Checked copies of the passages: ``text`` cleaned, ``retrieval_score`` a float or None.
 
     Parameters
@@ -73,11 +92,15 @@ def check_passages(passages: Any, name: str = "passages", *, keys: Sequence[str]
     text_required : bool
         False where a passage may come as supplied ``triples`` alone (ReliableRAG): a
         missing or null ``text`` is then allowed; any other ``text`` must still be a str.
+    skip_bad : bool
+        Leave a passage that breaks a rule out (recorded in ``skipped``) instead of raising:
+        one unreadable passage of a retrieval need not cost the question the others.
+        ``passages`` itself must still be a list.
 
     Returns
     -------
-    list of dict
-        One new dict per passage (every key kept, or ``keys``), in order.
+    CheckedPassages
+        One new dict per passage kept (every key kept, or ``keys``), in order.
 
     Raises
     ------
@@ -86,31 +109,40 @@ def check_passages(passages: Any, name: str = "passages", *, keys: Sequence[str]
     """
     if isinstance(passages, (str, bytes, Mapping)) or not isinstance(passages, Sequence):
         raise TypeError(f"{name}: expected a list of dicts, got {type(passages).__name__}")
-    out = []
+    out, index, skipped = [], [], []
     for n, ps in enumerate(passages):
-        where = f"{name}[{n}]"
-        if not isinstance(ps, Mapping):
-            raise TypeError(f"{where}: expected a dict with a str 'text', got {type(ps).__name__}")
-        item = dict(ps) if keys is None else {k: ps.get(k) for k in keys}
-        text = item.get("text")
-        if isinstance(text, str):
-            item["text"] = clean_text(text)
-        elif text is not None or text_required:
-            raise TypeError(f"{where}.text: expected a str, got {type(text).__name__}")
-        for key in ("url", "title"):
-            v = item.get(key)
-            if v is not None and not isinstance(v, str):
-                raise TypeError(f"{where}.{key}: expected a str or null, got {type(v).__name__}")
-        s = item.get("retrieval_score")
-        if s is not None:
-            if isinstance(s, bool) or not isinstance(s, numbers.Real):  # numpy scalars are Real too
-                raise TypeError(f"{where}.retrieval_score: expected a number, got {type(s).__name__}")
-            value = check_real(s, f"{where}.retrieval_score")  # an int beyond the float range: ValueError
-            if not math.isfinite(value):
-                raise ValueError(f"{where}.retrieval_score: must be finite, got {s!r}")
-            item["retrieval_score"] = value
-        out.append(item)
-    return out
+        try:
+            out.append(_checked_passage(ps, f"{name}[{n}]", keys, text_required))
+            index.append(n)
+        except (TypeError, ValueError) as exc:
+            if not skip_bad:
+                raise
+            skipped.append((n, f"{type(exc).__name__}: {exc}"))
+    return CheckedPassages(out, index, skipped)
+
+
+def _checked_passage(ps: Any, where: str, keys: Sequence[str] | None, text_required: bool) -> dict[str, Any]:
+    if not isinstance(ps, Mapping):
+        raise TypeError(f"{where}: expected a dict with a str 'text', got {type(ps).__name__}")
+    item = dict(ps) if keys is None else {k: ps.get(k) for k in keys}
+    text = item.get("text")
+    if isinstance(text, str):
+        item["text"] = clean_text(text)
+    elif text is not None or text_required:
+        raise TypeError(f"{where}.text: expected a str, got {type(text).__name__}")
+    for key in ("url", "title"):
+        v = item.get(key)
+        if v is not None and not isinstance(v, str):
+            raise TypeError(f"{where}.{key}: expected a str or null, got {type(v).__name__}")
+    s = item.get("retrieval_score")
+    if s is not None:
+        if isinstance(s, bool) or not isinstance(s, numbers.Real):  # numpy scalars are Real too
+            raise TypeError(f"{where}.retrieval_score: expected a number, got {type(s).__name__}")
+        value = check_real(s, f"{where}.retrieval_score")  # an int beyond the float range: ValueError
+        if not math.isfinite(value):
+            raise ValueError(f"{where}.retrieval_score: must be finite, got {s!r}")
+        item["retrieval_score"] = value
+    return item
 
 
 @dataclass(frozen=True)
@@ -124,7 +156,7 @@ class Item:
 
 
 def check_item(item: Any, *, passages: bool = True, passage_keys: Sequence[str] | None = None,
-               text_required: bool = True, name: str = "item") -> Item:
+               text_required: bool = True, skip_bad: bool = False, name: str = "item") -> Item:
     """Check one item against the module's rules.
 
     Parameters
@@ -133,7 +165,7 @@ def check_item(item: Any, *, passages: bool = True, passage_keys: Sequence[str] 
     passages : bool
         Whether the method reads ``passages`` (then the key is required); when False a
         ``passages`` key is still checked if present.
-    passage_keys, text_required
+    passage_keys, text_required, skip_bad
         As for :func:`check_passages`.
 
     Raises
@@ -151,5 +183,5 @@ def check_item(item: Any, *, passages: bool = True, passage_keys: Sequence[str] 
         raise ValueError(f"{name}: no 'passages' (a list of {{'text', ...}})")
     if not passages and item.get("passages") is None:
         return Item(question, None, item.get("id"))
-    return Item(question, check_passages(item["passages"], keys=passage_keys, text_required=text_required),
-                item.get("id"))
+    return Item(question, check_passages(item["passages"], keys=passage_keys, text_required=text_required,
+                                         skip_bad=skip_bad), item.get("id"))

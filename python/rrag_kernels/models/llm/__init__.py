@@ -20,7 +20,9 @@ Results and errors (:mod:`.types`)
 Structured replies (:mod:`.parsing`)
     :func:`ask_int`, :func:`ask_choice`, :func:`ask_json` (ask, re-ask up to 3 times, fall
     back; a :class:`ParseResult` records what happened), the parsers :func:`parse_int`,
-    :func:`parse_choice`, :func:`parse_json_object`, and :func:`ask_parsed` for any parser.
+    :func:`parse_choice`, :func:`parse_json_object`, :func:`parse_json_list`,
+    :func:`parse_questions`, :func:`parse_indices`, :func:`parse_short_answer`, and
+    :func:`ask_parsed` for any parser.
 Rates (:mod:`.rates`)
     :func:`measure_rates` -> :class:`RateReport` (prefill and decode tok/s).
 
@@ -39,8 +41,12 @@ from .parsing import (
     ask_json,
     ask_parsed,
     parse_choice,
+    parse_indices,
     parse_int,
+    parse_json_list,
     parse_json_object,
+    parse_questions,
+    parse_short_answer,
 )
 from .rates import RateReport, measure_rates
 from .scripted import ScriptedCall, ScriptedLLM
@@ -80,7 +86,11 @@ __all__ = [
     "check_messages",
     "measure_rates",
     "parse_choice",
+    "parse_indices",
     "parse_int",
+    "parse_json_list",
     "parse_json_object",
+    "parse_questions",
+    "parse_short_answer",
     "smollm2_gguf_path",
 ]

@@ -19,6 +19,15 @@ Rules (all documented on the functions):
   not choice "A"; longer choices ignore case).
 * :func:`parse_json_object` -- the reply, or the content of its first code fence, or the
   first ``{...}`` that decodes, as a JSON object, with the ``required_keys`` present.
+* :func:`parse_json_list` -- the same search for a JSON list, or an object holding one
+  (``{"picks": [1, 3]}``: its first list value).
+* :func:`parse_questions` -- the strings of the reply's JSON list, else its numbered or
+  bulleted lines, else its lines ending with "?"; cleaned, repeats dropped.
+* :func:`parse_indices` -- the items a reply picks from a numbered list of ``n`` (1-based
+  whole numbers, as :func:`parse_int` reads them, out-of-range ones skipped), as 0-based
+  indices; a bare "none" or an empty list picks nothing.
+* :func:`parse_short_answer` -- what follows the last "Answer:" line, else the first
+  non-empty line; quotes, markdown and a final period removed (never fails).
 """
 
 from __future__ import annotations
@@ -41,13 +50,25 @@ __all__ = [
     "ask_json",
     "ask_parsed",
     "parse_choice",
+    "parse_indices",
     "parse_int",
+    "parse_json_list",
     "parse_json_object",
+    "parse_questions",
+    "parse_short_answer",
 ]
 
 _INT = re.compile(r"(?<![\w.])[-+]?\d+(?!\w|\.\d)", re.ASCII)
 _FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
 _STRIP = " \t\r\n*_`'\"()[]{}<>.,:;!?"
+#: A numbered or bulleted line of a list ("1. x", "2) x", "Q3: x", "- x", "* x", "\u2022 x"): group 1 is x.
+_LIST_LINE = re.compile(r"^\s*(?:\d+\s*[.):\]-]|[-*\u2022]|q\d+\s*[.):])\s*(.+?)\s*$", re.IGNORECASE)
+#: A reply that says "nothing picked" in a word.
+_NONE_REPLY = re.compile(r"^\W*(none|no|nothing|empty|\[\s*\])\W*$", re.IGNORECASE)
+#: An "Answer: x" line ("The answer is: x", "Final answer - x", "**Answer**: x", "**Answer:** x"):
+#: group 1 is x. Bold may close before or after the colon; both are common.
+_ANSWER_LINE = re.compile(r"^\s*\**\s*(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*\**\s*[:\-]\s*\**\s*(.+?)\s*$",
+                          re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass
@@ -261,6 +282,195 @@ def parse_json_object(text: str, required_keys: Sequence[str] = ()) -> dict[str,
     if missing:
         raise ValueError(f"the JSON object lacks the keys {missing} (it has {sorted(obj)[:10]})")
     return obj
+
+
+def _list_in(value: Any) -> list[Any] | None:
+    """``value`` when it is a list; the first list value of an object; else None."""
+    if isinstance(value, dict):
+        value = next((v for v in value.values() if isinstance(v, list)), None)
+    return value if isinstance(value, list) else None
+
+
+def parse_json_list(text: str) -> list[Any]:
+    """The JSON list in a reply.
+
+    Parameters
+    ----------
+    text : str
+        An LLM reply: a JSON list, or a JSON object holding one (``{"picks": [1, 3]}``),
+        possibly in a code fence or among words.
+
+    Returns
+    -------
+    list
+        As decoded (items of any JSON type); ``[]`` for an explicit empty list.
+
+    Raises
+    ------
+    ValueError
+        No JSON list, and no JSON object holding one, decodes.
+
+    Notes
+    -----
+    Tried in order: the whole reply; the content of each code fence; the text from each
+    ``[`` or ``{`` on, in reading order (``json.JSONDecoder.raw_decode``, so trailing words
+    and brackets inside strings, as in ``["Is [X] a film?"]``, do not matter). A list is
+    returned as it is; an object gives its first list value, and one without a list value is
+    passed over.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    for cand in [text.strip()] + [m.group(1).strip() for m in _FENCE.finditer(text)]:
+        try:
+            found = _list_in(json.loads(cand))
+        except ValueError:
+            continue
+        if found is not None:
+            return found
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"[\[{]", text):
+        try:
+            found = _list_in(decoder.raw_decode(text, m.start())[0])
+        except ValueError:
+            continue
+        if found is not None:
+            return found
+    raise ValueError("no JSON list in the reply" if re.search(r"[\[{]", text) else "no '[' in the reply")
+
+
+def _clean_item(text: str) -> str:
+    return text.strip().strip("\"'`").strip()
+
+
+def _json_list_or_none(text: str) -> list | None:
+    """The reply's JSON list (:func:`parse_json_list`), or None when it holds none."""
+    try:
+        return parse_json_list(text)
+    except ValueError:
+        return None
+
+
+def parse_questions(text: str) -> list[str]:
+    """The questions a reply lists (a decomposition into sub-questions, follow-up questions).
+
+    Parameters
+    ----------
+    text : str
+        A JSON list of strings, as :func:`parse_json_list` finds it (``["A?", "B?"]``,
+        ``{"sub_questions": [...]}``, in a code fence or among words); else numbered or
+        bulleted lines (``1. ...``, ``2) ...``, ``Q3: ...``, ``- ...``, ``* ...``); else
+        every line that ends with ``?``.
+
+    Returns
+    -------
+    list of str
+        Stripped of whitespace, quotes and backticks; empty ones and repeats dropped; in
+        order, not capped. ``[]`` for an explicit empty JSON list (nothing to ask).
+
+    Raises
+    ------
+    ValueError
+        Nothing readable.
+
+    Notes
+    -----
+    The first rule that gives an item wins. A JSON list's items that are not strings are
+    ignored (a list with none falls through to the lines). Only the last rule asks for a
+    "?": without list markers it is what tells the questions from the words around them.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    listed = _json_list_or_none(text)
+    if listed == []:
+        return []
+    items = [_clean_item(v) for v in listed or () if isinstance(v, str)]
+    if not items:
+        lines = text.strip().splitlines()
+        items = [_clean_item(m.group(1)) for m in map(_LIST_LINE.match, lines) if m]
+        if not items:
+            items = [_clean_item(line) for line in lines if line.strip().endswith("?")]
+    out = list(dict.fromkeys(i for i in items if i))
+    if not out:
+        raise ValueError("no questions in the reply (expected a JSON array of strings)")
+    return out
+
+
+def parse_indices(text: str, n: int) -> list[int]:
+    """The items a reply picks from a list of ``n`` numbered from 1, as 0-based indices.
+
+    Parameters
+    ----------
+    text : str
+        ``{"picks": [1, 3]}``, ``[1, 3]``, ``["1", "3"]``, ``1, 3``, ``Questions 1 and 3``.
+        An empty JSON list, or a reply that is only "none", "no", "nothing", "empty" or
+        ``[]`` (any case, punctuation around), picks nothing.
+    n : int
+        Items listed (>= 0).
+
+    Returns
+    -------
+    list of int
+        Sorted, unique, each in ``[0, n)``.
+
+    Raises
+    ------
+    ValueError
+        No number in ``1..n`` and no explicit "none" (the message says which numbers were
+        found).
+
+    Notes
+    -----
+    When the reply holds a JSON list (:func:`parse_json_list`), its int and str items are
+    read, else the whole reply. Numbers are whole numbers as :func:`parse_int` reads them:
+    not inside a word ("1st", "Q1"), not a decimal ("1.5"), and a sign belongs to the number,
+    so ``[-1]`` (a common way to say "none") is -1, outside ``1..n``, not item 1. Numbers
+    outside ``1..n`` are skipped.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_int(n, "n", minimum=0)
+    if _NONE_REPLY.match(text.strip()):
+        return []
+    listed = _json_list_or_none(text)
+    if listed == []:
+        return []
+    if listed:
+        text = " ".join(str(v) for v in listed if isinstance(v, (int, str)) and not isinstance(v, bool))
+    found = [int(m.group()) for m in _INT.finditer(text)]
+    picked = sorted({v - 1 for v in found if 1 <= v <= n})
+    if not picked:
+        if found:
+            raise ValueError(f"the numbers in the reply ({', '.join(map(str, found[:5]))}) are not in 1..{n}")
+        raise ValueError("no item number in the reply")
+    return picked
+
+
+def parse_short_answer(text: str) -> str:
+    """The short answer in a free-text reply (a reasoning that ends with ``Answer: ...``).
+
+    Parameters
+    ----------
+    text : str
+        Any reply. An answer line is ``Answer: x``, ``The answer is: x``, ``Final answer - x``,
+        ``**Answer**: x`` or ``**Answer:** x`` (case ignored).
+
+    Returns
+    -------
+    str
+        What follows the last answer line; without one, the first non-empty line; then
+        surrounding whitespace, quotes, backticks and markdown ``*`` / ``_`` removed, and one
+        final period. ``""`` for a reply with no non-empty line.
+
+    Notes
+    -----
+    Never raises for a str: a free-text reply always has a short answer, possibly empty.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    found = _ANSWER_LINE.findall(text)
+    line = found[-1] if found else next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = line.strip().strip("*_`\"'").strip()
+    return line[:-1].rstrip() if line.endswith(".") else line
 
 
 # --------------------------------------------------------------------------- ask, re-ask, fall back

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ...models import DenseRetriever, Embedder, clean_text, split_sentences
+from ...models import DenseRetriever, Embedder, checked_embeddings, clean_text, split_sentences
 from ...ops import check_int, check_real, claim_relevance
 from .._items import check_question
 from .._progress import progress_iter
@@ -221,17 +221,6 @@ class FilterResult:
                 "n_kept": sum(c["kept"] for c in claims), "claims": claims, "kept": [c["text"] for c in claims if c["kept"]]}
 
 
-def _checked_emb(emb: Any, n: int, what: str) -> np.ndarray:
-    """Embeddings of ``n`` texts as float32 (n, d), finite, or a ValueError: a NaN or
-    misshapen embedding must never become a claim score (and so a q-hat)."""
-    emb = np.asarray(emb, dtype=np.float32)
-    if emb.ndim != 2 or emb.shape[0] != n:
-        raise ValueError(f"embedder: encode returned shape {emb.shape} for {n} {what}, expected ({n}, d)")
-    if not np.isfinite(emb).all():
-        raise ValueError(f"embedder: encode returned NaN or inf for the {what}")
-    return emb
-
-
 class ConformalRAG:
     """Claim scoring and calibrated filtering on top of a retriever.
 
@@ -327,9 +316,9 @@ class ConformalRAG:
         all_claims = [c for _, claims, _ in prepared for c in claims]
         doc_off = np.r_[0, np.cumsum([len(docs) for _, _, docs in prepared])].astype(np.int64)
         claim_off = np.r_[0, np.cumsum([len(claims) for _, claims, _ in prepared])].astype(np.int64)
-        claim_emb = _checked_emb(self.embedder.encode(all_claims), len(all_claims), "claims") if all_claims else None
+        claim_emb = checked_embeddings(self.embedder.encode(all_claims), len(all_claims), what="claims") if all_claims else None
         dim = claim_emb.shape[1] if claim_emb is not None else None
-        doc_emb = _checked_emb(self._doc_embeddings(all_docs), len(all_docs), "docs") if all_docs else None
+        doc_emb = checked_embeddings(self._doc_embeddings(all_docs), len(all_docs), what="docs") if all_docs else None
         if dim is None:
             return [np.zeros(0, dtype=np.float64) for _ in prepared]
         if doc_emb is None:

@@ -14,12 +14,15 @@ solved (at most 3 sub-questions, depth at most 3, breadth or depth first); feed 
 sub-answers to the questions they help (LLM picks, rewrites, root update and re-judge, early
 stop); a call and token budget; a final short answer.
 
-:mod:`.reag` holds the method (:class:`D2FParams`, :class:`D2FReAG`, :class:`D2FResult`,
-:class:`Node`, :class:`D2FError`, the reply parsers :func:`parse_sub_questions` and
-:func:`parse_picks`, :func:`build_corpus` and :func:`corpus_retriever`); :mod:`.prompts`
-the system prompts and the concatenating prompt builders; :mod:`.eval` the evaluations behind
-``python -m rrag_kernels d2f-eval`` (the scripted control flow and the answer metrics with a
-real LLM against vanilla RAG).
+:mod:`.algorithm` holds the method (:class:`D2FReAG`: judge, decompose, picks, rewrites,
+root update, early stop, budget, ``answer`` / ``run_batch``); :mod:`.types` its data
+(:class:`D2FParams`, :class:`Node`, :class:`D2FResult`, :class:`D2FError` and their records);
+:mod:`.parsing` how it reads the LLM's replies (:func:`parse_sub_questions`,
+:func:`parse_picks`, :func:`short_answer`: the models layer's shared readers under this
+method's names); :mod:`.corpus` :func:`build_corpus` and :func:`corpus_retriever`;
+:mod:`.prompts` the system prompts and the concatenating prompt builders; :mod:`.eval` the
+evaluations behind ``python -m rrag_kernels d2f-eval`` (the scripted control flow and the
+answer metrics with a real LLM against vanilla RAG).
 """
 
 from __future__ import annotations
@@ -34,22 +37,10 @@ from .eval import (
     scripted_llm,
     vanilla_rag,
 )
-from .reag import (
-    MAX_BRANCH,
-    MAX_DEPTH,
-    ORDERS,
-    STOP_REASONS,
-    D2FError,
-    D2FParams,
-    D2FReAG,
-    D2FResult,
-    Node,
-    build_corpus,
-    corpus_retriever,
-    parse_picks,
-    parse_sub_questions,
-    short_answer,
-)
+from .algorithm import D2FReAG
+from .corpus import build_corpus, corpus_retriever
+from .parsing import parse_picks, parse_sub_questions, short_answer
+from .types import MAX_BRANCH, MAX_DEPTH, ORDERS, STOP_REASONS, D2FError, D2FParams, D2FResult, Node
 
 __all__ = [
     "CONTROL_SETTINGS",

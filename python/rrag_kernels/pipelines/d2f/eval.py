@@ -48,7 +48,9 @@ from .._answer_metrics import answer_scores
 from .._multihop import load_multihop_rows
 from .._progress import progress_iter
 from . import prompts
-from .reag import D2FParams, D2FReAG, short_answer
+from .algorithm import D2FReAG
+from .parsing import short_answer
+from .types import D2FParams
 
 logger = logging.getLogger("rrag_kernels")
 

@@ -43,13 +43,14 @@ from ...models import (
     Embedder,
     NLIScorer,
     Retriever,
+    checked_encode,
+    checked_predict,
     clean_text,
     split_sentences,
     trust_score,
     trust_table,
     url_domain,
 )
-from ...models.nli import checked_probs
 from ...ops import (
     check_choice,
     claim_token_ids,
@@ -60,7 +61,7 @@ from ...ops import (
     nli_graph,
     select_pairs,
 )
-from .._items import check_item, check_passages, check_question
+from .._items import CheckedPassages, check_item, check_passages, check_question
 from .._progress import progress_iter
 from .corroboration import resolve_by_corroboration, slot_types, supporting_sources
 from .prompts import PARAMETRIC_PROMPT, PASSTHROUGH_PROMPT, REFUSAL_PROMPT, checked_prompt
@@ -167,7 +168,10 @@ class MirageDefense:
     def _prepare(self, question: str, passages: Sequence[Mapping[str, Any]]) -> "_Prepared":
         """Steps 1-2: clean the inputs, make the claims, select the pairs for NLI."""
         question = check_question(question)
-        clean = _clean_passages(passages)
+        clean = passages if isinstance(passages, CheckedPassages) else \
+            _clean_passages(passages, skip_bad=self.params.on_bad_passage == "skip")
+        for n, why in clean.skipped:
+            logger.warning("mirage: passage %d left out (on_bad_passage='skip'): %s", n, why)
         p = self.params
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -291,8 +295,12 @@ class MirageDefense:
         for a, b in zip(*_kept_contradictions(keep, ei, ej, kind)):
             active[a].contradicted_by.append(active[b].index)
             active[b].contradicted_by.append(active[a].index)
+        if clean.skipped or clean.index != list(range(len(clean))):
+            for c in claims:  # a claim names its passage by input position (passages left out: stats)
+                c.source = clean.index[c.source]
         stats = {
             "n_passages": len(clean),
+            "skipped_passages": [{"passage": n, "error": why} for n, why in clean.skipped],
             "n_candidates": len(claims),
             "n_claims": n,
             "n_pairs": int(len(pair_i)),
@@ -339,7 +347,7 @@ class MirageDefense:
         states: dict[int, _Prepared] = {}
         for n, item in enumerate(items):
             try:
-                checked = check_item(item, passage_keys=PASSAGE_KEYS)
+                checked = check_item(item, passage_keys=PASSAGE_KEYS, skip_bad=self.params.on_bad_passage == "skip")
                 states[n] = self._prepare(checked.question, checked.passages)
             except Exception as exc:  # one bad item must not lose the batch
                 results[n] = self._failed(n, item, exc)
@@ -397,8 +405,7 @@ class MirageDefense:
         starts = range(0, len(pairs), chunk)
         for s0 in progress_iter(starts, enabled=progress and len(pairs) > chunk, desc="mirage nli", unit="chunk"):
             part = pairs[s0:s0 + chunk]
-            table[s0:s0 + len(part)] = checked_probs(
-                self.nli.predict_proba([x for x, _ in part], [y for _, y in part]), len(part))
+            table[s0:s0 + len(part)] = checked_predict(self.nli, [x for x, _ in part], [y for _, y in part])
         elapsed = time.perf_counter() - t
         total = sum(len(f) + len(b) for f, b in wanted.values()) or 1
         out = {}
@@ -485,12 +492,7 @@ class MirageDefense:
     def _embed(self, texts: list[str]) -> np.ndarray:
         if self._embedder is None:
             self._embedder = _shared_minilm()
-        emb = np.asarray(self._embedder.encode(texts), dtype=np.float32)
-        if emb.ndim != 2 or emb.shape[0] != len(texts):
-            raise ValueError(f"embedder: encode returned shape {emb.shape} for {len(texts)} texts, expected ({len(texts)}, d)")
-        if not np.isfinite(emb).all():
-            raise ValueError("embedder: encode returned NaN or inf")
-        return emb
+        return checked_encode(self._embedder, texts)
 
     def _semantic_pairs(self, texts, source_ids, lex_i, lex_j, lex_overlap):
         """Beyond the paper: cross-source pairs whose MiniLM cosine >= tau_sem (each claim's
@@ -531,7 +533,7 @@ class MirageDefense:
             return empty, empty
         a = [texts[k] for k in pair_i]
         b = [texts[k] for k in pair_j]
-        probs = checked_probs(self.nli.predict_proba(a + b, b + a), 2 * n_pairs)
+        probs = checked_predict(self.nli, a + b, b + a)
         return probs[:n_pairs], probs[n_pairs:]
 
     def _probe(self, active: list[Claim], timings: dict[str, float]) -> np.ndarray:
@@ -553,7 +555,7 @@ class MirageDefense:
         if not premises:
             return penalty
         t = time.perf_counter()
-        probs = checked_probs(self.nli.predict_proba(premises, hypotheses), len(premises))
+        probs = checked_predict(self.nli, premises, hypotheses)
         timings["nli_s"] = timings.get("nli_s", 0.0) + time.perf_counter() - t
         e_col, c_col = label_columns(self.nli.labels)
         for k, row in zip(owner, probs):
@@ -678,9 +680,9 @@ def _shared_minilm() -> Any:
     return MiniLMEmbedder()
 
 
-def _clean_passages(passages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _clean_passages(passages: Sequence[Mapping[str, Any]], skip_bad: bool = False) -> CheckedPassages:
     """The passages checked (pipelines/_items.py) and cut to the keys the defense may read."""
-    return check_passages(passages, keys=PASSAGE_KEYS)
+    return check_passages(passages, keys=PASSAGE_KEYS, skip_bad=skip_bad)
 
 
 def _kept_contradictions(keep: np.ndarray, ei: np.ndarray, ej: np.ndarray, kind: np.ndarray):

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ...models import clean_texts
+from ...models import checked_encode, clean_texts
 from ...ops import cosine_matrix
 from .._answer_metrics import TYPOGRAPHIC_PUNCTUATION, normalize_answer
 from .._progress import progress_iter
@@ -275,7 +275,7 @@ def trustrag_method(embedder: Any, threshold: float) -> Method:
         if not passages:
             return True, "", 0
         texts = [p["text"] for p in passages]
-        emb = np.asarray(embedder.encode(texts), dtype=np.float32)
+        emb = checked_encode(embedder, texts)
         keep = trustrag_stage1(emb, texts, threshold)
         kept = [p["text"] for p, k in zip(passages, keep) if k]
         return True, "\n".join(kept), len(kept)

@@ -23,6 +23,7 @@ SCORE_KINDS = ("similarity", "distance")
 #: What the prompt does when the gate blocks: answer without retrieval, refuse, or pass the
 #: retrieved passages through unchanged (marked as unchecked).
 ON_BLOCK = ("parametric", "refuse", "passthrough")
+ON_BAD_PASSAGE = ("skip", "error")
 #: How the kept set is chosen: the paper's greedy F(S) pruning, or corroboration decides each
 #: contradiction (pipelines/mirage/corroboration.py).
 MODES = ("paper", "corroboration")
@@ -46,7 +47,11 @@ class MirageParams:
 
     Beyond the paper: ``score_kind`` says how to read ``retrieval_score`` (see
     :func:`top_passages`); ``on_block`` is the fallback when the gate blocks
-    (``"parametric"``, ``"refuse"``, ``"passthrough"``); ``trust`` holds overrides merged
+    (``"parametric"``, ``"refuse"``, ``"passthrough"``); ``on_bad_passage`` what a passage
+    that breaks the input rules (pipelines/_items.py: no str ``text``, a non-finite
+    ``retrieval_score``) does: ``"skip"`` leaves it out and defends the others (recorded in
+    ``stats["skipped_passages"]``, claims keep their input positions in ``source``),
+    ``"error"`` fails the question; ``trust`` holds overrides merged
     with the default trust table (:func:`rrag_kernels.models.trust_table`: category or
     registered-domain keys, values in [0, 1]).
     """
@@ -71,6 +76,7 @@ class MirageParams:
     nli_reduce: str = "max"
     score_kind: str = "similarity"
     on_block: str = "parametric"
+    on_bad_passage: str = "skip"
     trust: Mapping[str, float] = field(default_factory=dict)  # overrides of DEFAULT_TRUST
     # Beyond the paper (mode="corroboration", see pipelines/mirage/corroboration.py): which
     # side of a contradiction survives is decided by independent corroboration, and pairs
@@ -164,6 +170,7 @@ class MirageParams:
             raise ValueError(f"nli_reduce: expected 'max' or 'mean', got {self.nli_reduce!r}")
         check_choice(self.score_kind, "score_kind", SCORE_KINDS)
         check_choice(self.on_block, "on_block", ON_BLOCK)
+        check_choice(self.on_bad_passage, "on_bad_passage", ON_BAD_PASSAGE)
         check_choice(self.mode, "mode", MODES)
         for name in ("consensus_bigrams", "slot_conflicts"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):

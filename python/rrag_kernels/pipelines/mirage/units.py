@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ...models import FUNCTION_WORDS
 from ...ops import cosine_matrix
 
 __all__ = ["clashing_units", "content_terms", "coordinated_units", "detail_terms", "disputed", "source_units",
@@ -135,13 +136,10 @@ def coordinated_units(units: np.ndarray, domains: Sequence[str]) -> set[int]:
     return {u for u, ds in seen.items() if len(ds) >= 2}
 
 
-# Words that say nothing a source could be the only one to assert.
-_STOPWORDS = frozenset("""a an the of in on at to for by with from and or but nor so yet is are was were be been
-being am has have had having do does did doing it its it's this that these those as not no than then there
-their theirs they them he him his she her hers we us our you your i me my which what who whom whose when where
-why how will would can could should may might must shall about after before over under into out up down more
-most some such also just very says said say according new one two its own other any all each both few many much
-per via while during since until""".split())
+# Words that say nothing a source could be the only one to assert: the function words, and
+# the words a report uses around any claim (reporting verbs, vague quantities, negation).
+_STOPWORDS = FUNCTION_WORDS | frozenset(
+    "according said say says new no nor not all any few more most some two after before down".split())
 _WORD = re.compile(r"[^\W_]+(?:[.,][0-9]+)*", re.UNICODE)
 
 

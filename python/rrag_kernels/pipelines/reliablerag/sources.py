@@ -59,7 +59,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...models import ask_parsed, nli, parse_int, split_sentences
+from ...models import ask_parsed, checked_predict, nli, parse_int, split_sentences
 from ...ops import check_choice, check_int, check_real
 from .chains import CREDIBILITY_SOURCES, Triple, credibility
 
@@ -278,7 +278,7 @@ def agreement_credibility(question: str, passages: Sequence[Mapping[str, Any]], 
     support = np.zeros(len(keys))
     contra = np.zeros(len(keys))
     if premises:
-        probs = nli.checked_probs(judge.predict_proba(premises, hypotheses), len(premises), "judge")
+        probs = checked_predict(judge, premises, hypotheses, name="judge")
         best: dict[tuple[int, int], list[float]] = {}
         for (k, q), row in zip(owners, probs):
             cur = best.setdefault((k, q), [0.0, 0.0])
