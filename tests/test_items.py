@@ -159,3 +159,19 @@ def test_conformal_follows_the_contract():
     assert records[0]["n_claims"] == 2 and records[0]["q_hat"] == rag.calibrator.q_hat
     assert records[0]["kept"] == [c["text"] for c in records[0]["claims"] if c["kept"]]
     assert "error" in records[1] and "question: must be a non-empty string" in records[2]["error"]
+
+
+def test_json_input_beyond_the_limits_is_refused_where_it_is_read():
+    """pipelines.loads_one_value_per_key (every shell's reading rule): deeper than
+    MAX_JSON_DEPTH or an integer too long to read is a JSONLimitError (a ValueError), so no
+    writer walks such a value later (fuzz/shells.py found both crashing `rrag defend`)."""
+    from rrag_kernels.pipelines import MAX_JSON_DEPTH, JSONLimitError, loads_one_value_per_key
+
+    ok = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert loads_one_value_per_key(ok) is not None
+    deep = '{"id": ' + '{"a": ' * MAX_JSON_DEPTH + "1" + "}" * MAX_JSON_DEPTH + "}"
+    for text, message in ((deep, "nested deeper than"), ("[" * 100_000 + "]" * 100_000, "nested deeper than"),
+                          ("[" + "9" * 5000 + "]", "a number too long to read")):
+        with pytest.raises(JSONLimitError, match=message):
+            loads_one_value_per_key(text)
+    assert issubclass(JSONLimitError, ValueError)

@@ -421,6 +421,7 @@ class TestHarness:
         assert all(r.cand_clean + r.cand_polluted > 0 for r in records)
 
     @pytest.mark.skipif(not DEV.exists(), reason=f"dev data not found at {DEV}")
+    @pytest.mark.slow  # make test-all: the gate grid over the dev file (~40 s quiet)
     def test_shipped_gate_against_the_tuned_ones(self):
         """Re-derives the shipped gate's choice on the dev set with the default scorer and
         mode: tune_gate keeps the paper's r_max and d_min, and the fold-tuned gates (which ask

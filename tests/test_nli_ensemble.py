@@ -91,6 +91,7 @@ def test_load_ensemble_is_model_plus_lexical():
 
 
 @pytest.mark.skipif(not TRAIN_5.is_file(), reason=f"the NLI validation data is absent ({TRAIN_5})")
+@pytest.mark.slow  # make test-all: scores the held-out split with every member
 def test_ensemble_beats_both_members_on_held_out_split():
     if nli.default_model_dir() is None:
         pytest.skip("the packaged NLI model is absent")

@@ -319,6 +319,7 @@ def _sweep_data(tmp_path: Path) -> Path:
     return data
 
 
+@pytest.mark.slow  # make test-all: trains tiny models end to end
 def test_nli_sweep_chooses_on_the_selection_split_and_rebuilds_the_chosen_model(tiny_base, tmp_path):
     """tools/nli_sweep.py end to end on the CPU: every recipe x seed scored on the selection
     split, the held-out split scored only for the chosen recipe and the baseline, and the
@@ -386,6 +387,7 @@ def test_slot_swap_augment_changes_one_slot_of_entailed_hypotheses():
         assert len(set(old) - set(new)) <= 2 and any(w[:1].isupper() for w in set(new) - set(old))
 
 
+@pytest.mark.slow  # make test-all: trains tiny models end to end
 def test_nli_sweep_slot_recipes_and_held_out_all(tiny_base, tmp_path):
     """A stage-2 recipe ``LR:EPOCHS:slots`` trains on the slot-swap pairs too (more training
     rows than the same recipe without them), and ``--held-out-all`` scores every recipe on the

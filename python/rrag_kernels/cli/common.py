@@ -27,7 +27,7 @@ import stat
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
-from ..pipelines import DuplicateKeyError, json_text, jsonable, loads_one_value_per_key
+from ..pipelines import DuplicateKeyError, JSONLimitError, json_text, jsonable, loads_one_value_per_key
 
 __all__ = ["UsageError", "existing_file", "output_file", "check_distinct", "open_unit", "unit_open_closed",
            "unit_closed", "int_at_least", "add_llm_options", "read_lines", "parse_rows", "error_record", "jsonable", "JsonlWriter",
@@ -147,8 +147,11 @@ def parse_rows(lines: Sequence[tuple[int, str]], what: str
         except DuplicateKeyError as exc:  # json alone keeps the last: a line must not say two things
             out.append((n, None, f"the key {str(exc.args[0])[:80]!r} appears twice in one object"))
             continue
-        except (json.JSONDecodeError, RecursionError) as exc:
-            out.append((n, None, f"not JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"))
+        except json.JSONDecodeError as exc:
+            out.append((n, None, f"not JSON ({exc})"))
+            continue
+        except JSONLimitError as exc:  # nested too deeply, an integer too long to read
+            out.append((n, None, f"not accepted as input: {exc}"))
             continue
         if not isinstance(row, dict):
             out.append((n, None, f"not a JSON object (a {type(row).__name__})"))

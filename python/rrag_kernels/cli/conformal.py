@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import sys
 from typing import Any
 
+from ..pipelines import loads_one_value_per_key
 from .common import (
     JsonlWriter,
     UsageError,
+    add_resume_option,
     batch_status,
     check_distinct,
     error_record,
@@ -38,6 +39,7 @@ from .common import (
     output_file,
     parse_rows,
     read_lines,
+    rows_to_run,
     stderr,
     unit_open_closed,
 )
@@ -78,6 +80,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     fi.add_argument("output", type=output_file, help="JSONL to write, one line per response ('-': stdout)")
     fi.add_argument("--score", default=None, help="score name (default: the calibration's score_name)")
     fi.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    add_resume_option(fi)
     fi.set_defaults(_parser=fi, func=_filter)
 
     sweep = argparse.ArgumentParser(add_help=False)
@@ -110,8 +113,8 @@ def _responses(path: str, what: str) -> list[tuple[int, dict | None, str | None]
     lines = read_lines(path, what)
     if lines and lines[0][1].lstrip().startswith("{"):
         try:
-            doc = json.loads("".join(text for _, text in lines))
-        except (json.JSONDecodeError, RecursionError):
+            doc = loads_one_value_per_key("".join(text for _, text in lines))
+        except ValueError:  # not one JSON document (JSONL, or beyond the input limits): read as lines
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("data"), list):
             return [(n, r, None) if isinstance(r, dict) else (n, None, "response is not a JSON object")
@@ -126,7 +129,11 @@ def _claim_error(claims: Any, key: str, labelled: bool) -> str | None:
         if not isinstance(cl, dict):
             return f"claim {c} is not a JSON object"
         s = cl.get(key, cl.get("score"))
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or math.isnan(s):
+        if isinstance(s, bool) or not isinstance(s, (int, float)):
+            return f"claim {c} has no number {key!r} (or 'score')"
+        if isinstance(s, int) and abs(s) > sys.float_info.max:  # exact int/float comparison, no overflow
+            return f"claim {c}: its score {key!r} is beyond the float range"
+        if math.isnan(s):
             return f"claim {c} has no number {key!r} (or 'score')"
         if labelled and "annotation" not in cl:
             return f"claim {c} has no 'annotation'"
@@ -228,22 +235,23 @@ def _filter(args: argparse.Namespace) -> int:
     key = f"{args.score or cc.score_name}-score"
     grouped = isinstance(cc.q_hat, dict)
     rows = _responses(args.input, "input")
-    records: list[dict | None] = [None] * len(rows)
-    good: list[int] = []
-    scored: list[dict] = []
-    for k, (n, resp, why) in enumerate(rows):
-        why = why or _claim_error(resp.get("claims"), key, labelled=False)
-        if why:
-            records[k] = error_record(n, resp, why)
-        else:
-            resp = _normalised(resp, key)
-            good.append(k)
-            scored.append({"line": n, "id": resp.get("id"), "prompt": resp["prompt"], "group": resp.get("group"),
-                           "texts": [c["subclaim"] for c in resp["claims"]],
-                           "scores": [float(c[key]) for c in resp["claims"]]})
-    for k, rec in zip(good, filter_records(cc, scored)):
-        records[k] = rec
-    with JsonlWriter(args.output) as out:
+    with JsonlWriter(args.output, resume=args.resume) as out:
+        rows = rows_to_run(rows, out, "conformal filter", args.quiet)
+        records: list[dict | None] = [None] * len(rows)
+        good: list[int] = []
+        scored: list[dict] = []
+        for k, (n, resp, why) in enumerate(rows):
+            why = why or _claim_error(resp.get("claims"), key, labelled=False)
+            if why:
+                records[k] = error_record(n, resp, why)
+            else:
+                resp = _normalised(resp, key)
+                good.append(k)
+                scored.append({"line": n, "id": resp.get("id"), "prompt": resp["prompt"], "group": resp.get("group"),
+                               "texts": [c["subclaim"] for c in resp["claims"]],
+                               "scores": [float(c[key]) for c in resp["claims"]]})
+        for k, rec in zip(good, filter_records(cc, scored)):
+            records[k] = rec
         for rec in records:
             out.write(rec)
     errors = sum("error" in r for r in records)
@@ -251,7 +259,7 @@ def _filter(args: argparse.Namespace) -> int:
     total = sum(r.get("n_claims", 0) for r in records)
     stderr(f"conformal filter: {len(records)} responses, {errors} errors, {kept}/{total} claims kept "
            f"(alpha {cc.alpha:g}, q_hat {cc.q_hat})", quiet=args.quiet)
-    return batch_status("conformal filter", len(records), errors)
+    return batch_status("conformal filter", len(records), errors, out)
 
 
 def _run_sweep(args: argparse.Namespace) -> tuple[Any, Any]:

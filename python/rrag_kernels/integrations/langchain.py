@@ -1,10 +1,10 @@
-"""LangChain adapters (``pip install 'rrag_kernels[langchain]'``: langchain-core 1.x).
+"""LangChain adapters (``pip install '.[langchain]'`` from a clone: langchain-core 1.x).
 
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from rrag_kernels.integrations.langchain import MirageCompressor
     from rrag_kernels.pipelines.mirage import MirageDefense
 
-    compressor = MirageCompressor(defense=MirageDefense(on_block="passthrough"))
+    compressor = MirageCompressor(defense=MirageDefense())  # a blocked question: no documents
     retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=store.as_retriever())
     docs = retriever.invoke("When was the Eiffel Tower completed?")
     docs[0].metadata["rrag"]          # gate decision, kept / dropped claims, score
@@ -82,6 +82,8 @@ class MirageCompressor(BaseDocumentCompressor):
         The metadata key holding the retrieval score (a similarity, or a distance with
         ``MirageDefense(score_kind="distance")``).
 
+    Notes
+    -----
     On a blocked gate the documents follow the defense's ``on_block``: none for
     ``"parametric"`` / ``"refuse"`` (the default defense answers without retrieval), all of
     them unchanged with ``metadata["rrag"]["gate_passed"] == False`` for ``"passthrough"``.
@@ -122,6 +124,8 @@ class ConformalCompressor(BaseDocumentCompressor):
         scores came from.
     output : {"claims", "documents"}
 
+    Notes
+    -----
     Each sentence of the retrieved documents is a claim scored R(c) = max_d sim(q, d) *
     cos(c, d) (sim = the question-document cosine under ``embedder``) and kept iff
     R(c) >= q_hat; documents without a kept claim are dropped.

@@ -19,7 +19,7 @@ method and shell.
 """
 
 from ._items import CheckedPassages, Item, check_item, check_passages, check_question
-from ._records import DuplicateKeyError, json_text, jsonable, line_record, loads_one_value_per_key
+from ._records import MAX_JSON_DEPTH, DuplicateKeyError, JSONLimitError, json_text, jsonable, line_record, loads_one_value_per_key
 
-__all__ = ["CheckedPassages", "DuplicateKeyError", "Item", "check_item", "check_passages", "check_question", "json_text", "jsonable",
+__all__ = ["MAX_JSON_DEPTH", "CheckedPassages", "DuplicateKeyError", "JSONLimitError", "Item", "check_item", "check_passages", "check_question", "json_text", "jsonable",
            "line_record", "loads_one_value_per_key"]

@@ -20,7 +20,13 @@ import json
 import math
 from typing import Any
 
-__all__ = ["DuplicateKeyError", "json_text", "jsonable", "line_record", "loads_one_value_per_key"]
+__all__ = ["MAX_JSON_DEPTH", "DuplicateKeyError", "JSONLimitError", "json_text", "jsonable", "line_record",
+           "loads_one_value_per_key"]
+
+#: The deepest nesting of arrays and objects an input may have. A record echoes parts of its
+#: input (an ``id``), and every writer walks it; nothing a method reads is nested beyond a few
+#: levels, so deeper input is refused where it is read instead of failing a writer later.
+MAX_JSON_DEPTH = 64
 
 
 def jsonable(obj: Any) -> Any:
@@ -87,8 +93,36 @@ def _one_value_per_key(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
+class JSONLimitError(ValueError):
+    """JSON that parses but is beyond what an input may be: nested deeper than
+    :data:`MAX_JSON_DEPTH`, or an integer too long to read (``sys.get_int_max_str_digits``)."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:  # iterative: the check itself must not recurse
+        obj, depth = stack.pop()
+        if isinstance(obj, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (obj.values() if isinstance(obj, dict) else obj))
+    return False
+
+
 def loads_one_value_per_key(text: str | bytes) -> Any:
     """``json.loads``, but an object that gives a key twice raises :class:`DuplicateKeyError`
-    (``json`` alone keeps the last value: an input must not say two things at once). The
-    reading rule of every shell's JSON input (CLI lines, request bodies)."""
-    return json.loads(text, object_pairs_hook=_one_value_per_key)
+    (``json`` alone keeps the last value: an input must not say two things at once), and JSON
+    nested deeper than :data:`MAX_JSON_DEPTH` or with an integer too long to read raises
+    :class:`JSONLimitError`. The reading rule of every shell's JSON input (CLI lines, request
+    bodies, calibration files); a ``json.JSONDecodeError`` is text that is not JSON."""
+    try:
+        value = json.loads(text, object_pairs_hook=_one_value_per_key)
+    except RecursionError:
+        raise JSONLimitError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except (json.JSONDecodeError, DuplicateKeyError):
+        raise
+    except ValueError as exc:  # int("1" * 5000): Python's limit on digits in one integer
+        raise JSONLimitError(f"a number too long to read ({exc})") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise JSONLimitError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable
 
 from ..ops import check_int
-from ..pipelines import DuplicateKeyError, json_text, loads_one_value_per_key
+from ..pipelines import DuplicateKeyError, JSONLimitError, json_text, loads_one_value_per_key
 
 __all__ = ["ServerLimits", "BodyLimitMiddleware", "error_body", "is_json_type"]
 
@@ -250,6 +250,8 @@ def _body_problem(body: bytes, scope: Scope) -> str | None:
         loads_one_value_per_key(text)
     except DuplicateKeyError as exc:
         return f"malformed JSON: the key {str(exc.args[0])[:80]!r} appears twice in one object"
-    except (ValueError, RecursionError):  # not JSON: the app answers with the position
+    except JSONLimitError as exc:  # JSON, but beyond what an input may be (pipelines._records)
+        return f"malformed JSON: {exc}"
+    except ValueError:  # not JSON: the app answers with the position
         return None
     return None

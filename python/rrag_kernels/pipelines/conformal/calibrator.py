@@ -71,7 +71,7 @@ from ...ops import (
     conformal_sweep,
     r_scores,
 )
-from .._records import DuplicateKeyError, loads_one_value_per_key
+from .._records import DuplicateKeyError, JSONLimitError, loads_one_value_per_key
 
 __all__ = ["ClaimConformal", "FIELDS", "FORMAT", "FORMAT_VERSION"]
 
@@ -623,9 +623,9 @@ class ClaimConformal:
             d = loads_one_value_per_key(text)
         except DuplicateKeyError as exc:  # json.loads alone would keep the last
             raise ValueError(f"{exc.args[0]}: appears twice in one JSON object (in {path})") from None
-        except RecursionError:
-            raise ValueError(f"path: {path} nests JSON too deeply to be a ClaimConformal file") from None
-        except ValueError as exc:  # json.JSONDecodeError, and ints too long to convert
+        except JSONLimitError as exc:  # nested too deeply, an integer too long to read
+            raise ValueError(f"path: {path}: JSON {exc}, not a ClaimConformal file") from None
+        except ValueError as exc:  # json.JSONDecodeError
             raise ValueError(f"path: {path} is not valid JSON: {exc}") from None
         try:
             return cls.from_dict(d)
