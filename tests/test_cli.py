@@ -559,3 +559,22 @@ def test_a_line_nested_too_deeply_or_with_a_huge_integer_is_its_error_record(tmp
     assert [r["line"] for r in recs] == [1, 2, 3]
     assert "nested deeper than 64" in recs[0]["error"] and "number too long" in recs[1]["error"]
     assert recs[2]["id"] == "ok" and "error" not in recs[2]
+
+
+def test_conformal_filter_reads_claims_by_the_server_rule(tmp_path):
+    # fuzz/shells.py: the CLI echoed a claim 'text' that was not a str (and made any prompt a
+    # str) where POST /filter answers 422; one rule now: a str text (or subclaim), a str prompt
+    cal = tmp_path / "cal.json"
+    assert main(["conformal", "calibrate", "--alpha", "0.3", "-o", str(cal), "--quiet"]) == 0
+    good = {"id": "g", "prompt": "p", "claims": [{"text": "a claim", "score": 0.9}]}
+    inp = _write(tmp_path / "in.jsonl", [
+        good, {"id": 1, "prompt": "p", "claims": [{"text": 5, "score": 0.9}]},
+        {"id": 2, "prompt": "p", "claims": [{"score": 0.9}]}, {"id": 3, "prompt": ["p"], "claims": []},
+        {"id": 4, "question": "q", "claims": [{"subclaim": "s", "score": 0.1}]}])
+    out = tmp_path / "out.jsonl"
+    assert main(["conformal", "filter", str(cal), str(inp), str(out), "--quiet"]) == 0
+    recs = _read(out)
+    assert "error" not in recs[0] and recs[0]["kept"] in ([], ["a claim"])
+    assert recs[1]["error"] == recs[2]["error"] == "claim 0 has no str 'text' (or 'subclaim')"
+    assert recs[3]["error"] == "'prompt' must be a str, got list"
+    assert recs[4]["prompt"] == "q" and recs[4]["claims"][0]["text"] == "s"

@@ -129,6 +129,9 @@ def _claim_error(claims: Any, key: str, labelled: bool) -> str | None:
         if not isinstance(cl, dict):
             return f"claim {c} is not a JSON object"
         s = cl.get(key, cl.get("score"))
+        text = cl.get("text", cl.get("subclaim"))
+        if not isinstance(text, str):  # the rule of POST /filter too (serve/schema.py)
+            return f"claim {c} has no str 'text' (or 'subclaim')"
         if isinstance(s, bool) or not isinstance(s, (int, float)):
             return f"claim {c} has no number {key!r} (or 'score')"
         if isinstance(s, int) and abs(s) > sys.float_info.max:  # exact int/float comparison, no overflow
@@ -140,6 +143,12 @@ def _claim_error(claims: Any, key: str, labelled: bool) -> str | None:
     return None
 
 
+def _prompt_error(resp: dict) -> str | None:
+    prompt = resp.get("prompt", resp.get("question"))
+    return None if prompt is None or isinstance(prompt, str) else \
+        f"'prompt' must be a str, got {type(prompt).__name__}"  # as POST /filter
+
+
 def _normalised(resp: dict, key: str) -> dict:
     """The response in the released schema: 'text' -> 'subclaim', 'score' -> '<score>-score'."""
     claims = []
@@ -149,7 +158,7 @@ def _normalised(resp: dict, key: str) -> dict:
         if key not in c:
             c[key] = c["score"]
         claims.append(c)
-    return {**resp, "prompt": str(resp.get("prompt", resp.get("question", "")) or ""), "claims": claims}
+    return {**resp, "prompt": resp.get("prompt", resp.get("question")) or "", "claims": claims}
 
 
 def _labelled(args: argparse.Namespace) -> Any:
@@ -241,7 +250,7 @@ def _filter(args: argparse.Namespace) -> int:
         good: list[int] = []
         scored: list[dict] = []
         for k, (n, resp, why) in enumerate(rows):
-            why = why or _claim_error(resp.get("claims"), key, labelled=False)
+            why = why or _claim_error(resp.get("claims"), key, labelled=False) or _prompt_error(resp)
             if why:
                 records[k] = error_record(n, resp, why)
             else:

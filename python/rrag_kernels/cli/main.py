@@ -78,5 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, on_term)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C. A subclass: when the signal lands while CPython runs an
+    ``exec`` (dataclasses build their methods so, e.g. while torch loads), a plain
+    KeyboardInterrupt caught and answered with exit 130 still makes ``python -m`` exit by SIGINT
+    (status -2); a subclass does not (benchmarks/soak_resume.py saw both)."""
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    raise Terminated
