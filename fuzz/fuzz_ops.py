@@ -130,26 +130,46 @@ def _finding_text(out: str) -> str:
 
 
 def _run_target(target: str, args, extra_dirs: list[str], libfuzzer: list[str], log) -> dict:
-    corpus = os.path.join(CORPUS, target)
+    me = [sys.executable, os.path.abspath(__file__), "--worker", target]
+    return run_libfuzzer(me, target, os.path.join(CORPUS, target), args, extra_dirs, libfuzzer, log)
+
+
+def run_libfuzzer(me: list[str], target: str, corpus: str, args, extra_dirs: list[str], libfuzzer: list[str], log,
+                  *, env: dict | None = None, from_coverage_only: bool = False,
+                  counter: "re.Pattern[str] | None" = None) -> dict:
+    """Run one target's worker (``me``) under libFuzzer for ``args.runs`` executions, keep its
+    reproducers in ``corpus`` and merge its new coverage there (unless ``args.save`` is off).
+
+    ``from_coverage_only``: start from a copy of the corpus without its reproducers (fuzz_shells:
+    one of a bug not yet fixed would end every run at its start). ``counter``: a pattern whose
+    first group counts something in the worker's output (summed over restarts, as ``"counted"``).
+    The one driver of fuzz_ops.py and fuzz_shells.py.
+    """
     os.makedirs(corpus, exist_ok=True)
     work = tempfile.mkdtemp(prefix=f"rrag_fuzz_{target}_")
     findings = tempfile.mkdtemp(prefix=f"rrag_fuzz_findings_{target}_")
-    me = [sys.executable, os.path.abspath(__file__), "--worker", target]
-    n_exec, left, attempt, texts, returncode = 0, args.runs, 0, [], 0
+    if from_coverage_only:
+        for n in os.listdir(corpus):
+            if not n.startswith(REPRODUCERS):
+                shutil.copyfile(os.path.join(corpus, n), os.path.join(work, n))
+    inputs = [work, *extra_dirs] if from_coverage_only else [work, corpus, *extra_dirs]
+    n_exec, left, attempt, texts, returncode, counted = 0, args.runs, 0, [], 0, 0
     start = time.monotonic()
     # After a finding libFuzzer stops; --keep-going N restarts it (same working corpus, the
     # remaining runs) up to N times, so one run can report several bugs.
     while left > 0 and attempt <= args.keep_going:
         cmd = [*me, f"-runs={left}", f"-max_len={args.max_len}", f"-timeout={args.timeout}", "-rss_limit_mb=4096",
                "-print_final_stats=1", f"-artifact_prefix={findings}/",
-               *([f"-seed={args.seed + attempt}"] if args.seed is not None else []), *libfuzzer, work, corpus,
-               *extra_dirs]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+               *([f"-seed={args.seed + attempt}"] if args.seed is not None else []), *libfuzzer, *inputs]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                              env=env)
         log.write(f"===== {target} (attempt {attempt}): {' '.join(shlex.quote(c) for c in cmd)}\n{proc.stdout}\n")
         log.flush()
         execs = [int(m) for m in _STAT.findall(proc.stdout)]
         done = _DONE.findall(proc.stdout)
         ran = execs[-1] if execs else (int(done[-1][0]) if done else 0)
+        if counter is not None:
+            counted += max((int(k) for k in counter.findall(proc.stdout)), default=0)
         n_exec += ran
         left -= max(ran, 1)
         attempt += 1
@@ -185,7 +205,8 @@ def _run_target(target: str, args, extra_dirs: list[str], libfuzzer: list[str], 
             for n in coverage_files:
                 shutil.copyfile(os.path.join(corpus, n), os.path.join(merged, n))
             merge = [*me, "-merge=1", *common, merged, work]
-        m = subprocess.run(merge, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        m = subprocess.run(merge, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                           env=env)
         log.write(f"----- merge {target}\n{m.stdout}\n")
         if m.returncode == 0 and os.listdir(merged):
             keep = set(os.listdir(merged))
@@ -201,7 +222,7 @@ def _run_target(target: str, args, extra_dirs: list[str], libfuzzer: list[str], 
             shutil.rmtree(old, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
     return {"target": target, "executions": n_exec, "seconds": elapsed, "corpus": size, "returncode": returncode,
-            "crashes": crashes, "findings": texts}
+            "crashes": crashes, "findings": texts, "counted": counted}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,12 +30,10 @@ pydantic and the standard library are not instrumented.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +43,7 @@ CORPUS = os.path.join(HERE, "corpus_shells")
 
 sys.path.insert(0, HERE)
 
-from fuzz_ops import _DONE, _STAT, REPRODUCERS, _finding_text  # noqa: E402  (the kernel fuzzer's log parsing)
+from fuzz_ops import run_libfuzzer  # noqa: E402  (the one libFuzzer driver)
 
 _KNOWN_LINE = re.compile(r"rrag-fuzz-known: (\d+) ")
 
@@ -133,88 +131,22 @@ def _targets() -> list[str]:
 def _run_target(target: str, args, extra_dirs: list[str], libfuzzer: list[str], log) -> dict:
     import shells
 
-    corpus = os.path.join(CORPUS, target)
-    os.makedirs(corpus, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=f"rrag_fuzz_{target}_")
     # The workers' scratch files (shells.Env), removed at the end: a libFuzzer process exits
     # without Python's clean-up.
     scratch = tempfile.mkdtemp(prefix=f"rrag_fuzz_scratch_{target}_", dir=shells.scratch_base())
-    env = dict(os.environ, **{shells.SCRATCH: scratch})
-    findings = tempfile.mkdtemp(prefix=f"rrag_fuzz_findings_{target}_")
     me = [sys.executable, os.path.abspath(__file__), "--worker", target]
     if args.ignore_known:
         me.append("--ignore-known")
-    # The run starts from the coverage files; the reproducers (crash-*, ...) are not fuzzed from:
-    # the suite replays them, and one of a bug not yet fixed would end every run at its start.
-    for n in os.listdir(corpus):
-        if not n.startswith(REPRODUCERS):
-            shutil.copyfile(os.path.join(corpus, n), os.path.join(work, n))
-    n_exec, left, attempt, texts, returncode, known = 0, args.runs, 0, [], 0, 0
-    start = time.monotonic()
-    while left > 0 and attempt <= args.keep_going:
-        cmd = [*me, f"-runs={left}", f"-max_len={args.max_len}", f"-timeout={args.timeout}", "-rss_limit_mb=4096",
-               "-print_final_stats=1", f"-artifact_prefix={findings}/",
-               *([f"-seed={args.seed + attempt}"] if args.seed is not None else []), *libfuzzer, work, *extra_dirs]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                              env=env)
-        log.write(f"===== {target} (attempt {attempt}): {' '.join(shlex.quote(c) for c in cmd)}\n{proc.stdout}\n")
-        log.flush()
-        execs = [int(m) for m in _STAT.findall(proc.stdout)]
-        done = _DONE.findall(proc.stdout)
-        ran = execs[-1] if execs else (int(done[-1][0]) if done else 0)
-        known += max((int(k) for k in _KNOWN_LINE.findall(proc.stdout)), default=0)
-        n_exec += ran
-        left -= max(ran, 1)
-        attempt += 1
-        if proc.returncode == 0:
-            break
-        returncode = proc.returncode
-        texts.append(_finding_text(proc.stdout))
-    elapsed = time.monotonic() - start
-    crashes = []
-    for name in sorted(os.listdir(findings)):
-        path = os.path.join(findings, name)
-        with open(path, "rb") as f:
-            data = f.read()
-        kind = name.split("-", 1)[0]  # crash | timeout | oom | leak | slow-unit
-        keep = os.path.join(corpus, f"{kind}-{hashlib.sha1(data).hexdigest()[:16]}")
-        if args.save and not os.path.exists(keep):
-            shutil.copyfile(path, keep)
-        crashes.append((kind, keep if args.save else path))
-    size = None
-    if args.save:
-        coverage_files = [n for n in os.listdir(corpus) if not n.startswith(REPRODUCERS)]
-        merged = tempfile.mkdtemp(prefix=f"rrag_fuzz_merged_{target}_")
-        common = ["-use_counters=0", f"-max_len={args.max_len}", f"-timeout={args.timeout}", "-rss_limit_mb=4096",
-                  f"-artifact_prefix={findings}/"]
-        if args.minimize:
-            old = tempfile.mkdtemp(prefix=f"rrag_fuzz_old_{target}_")
-            for n in coverage_files:
-                shutil.copyfile(os.path.join(corpus, n), os.path.join(old, n))
-            merge = [*me, "-set_cover_merge=1", *common, merged, old, work]
-        else:
-            for n in coverage_files:
-                shutil.copyfile(os.path.join(corpus, n), os.path.join(merged, n))
-            merge = [*me, "-merge=1", *common, merged, work]
-        m = subprocess.run(merge, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                           env=env)
-        log.write(f"----- merge {target}\n{m.stdout}\n")
-        if m.returncode == 0 and os.listdir(merged):
-            keep = set(os.listdir(merged))
-            for n in coverage_files:
-                if n not in keep:
-                    os.remove(os.path.join(corpus, n))
-            for n in keep - set(coverage_files):
-                shutil.copyfile(os.path.join(merged, n), os.path.join(corpus, n))
-        size = (len(coverage_files), len([n for n in os.listdir(corpus) if not n.startswith(REPRODUCERS)]))
-        shutil.rmtree(findings, ignore_errors=True)
-        shutil.rmtree(merged, ignore_errors=True)
-        if args.minimize:
-            shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return {"target": target, "executions": n_exec, "seconds": elapsed, "corpus": size, "returncode": returncode,
-            "crashes": crashes, "findings": texts, "known": known}
+    try:
+        # The run starts from the coverage files; the reproducers (crash-*, ...) are not fuzzed
+        # from: the suite replays them, and one of a bug not yet fixed would end every run at once.
+        row = run_libfuzzer(me, target, os.path.join(CORPUS, target), args, extra_dirs, libfuzzer, log,
+                            env=dict(os.environ, **{shells.SCRATCH: scratch}), from_coverage_only=True,
+                            counter=_KNOWN_LINE)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    row["known"] = row.pop("counted")
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
