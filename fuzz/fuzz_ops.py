@@ -49,6 +49,18 @@ REPRODUCERS = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
 sys.path.insert(0, HERE)
 
 
+def corpus_files(corpus: str) -> list[tuple[str, str]]:
+    """(target, path) of every file of a corpus folder (one subfolder per target), sorted: what
+    the suite replays (tests/test_fuzz_corpus.py, tests/test_fuzz_shells_corpus.py)."""
+    out = []
+    if os.path.isdir(corpus):
+        for target in sorted(os.listdir(corpus)):
+            folder = os.path.join(corpus, target)
+            if os.path.isdir(folder):
+                out += [(target, os.path.join(folder, n)) for n in sorted(os.listdir(folder)) if not n.startswith(".")]
+    return out
+
+
 def _worker(target: str, argv: list[str]) -> None:
     import atheris
 
@@ -225,23 +237,27 @@ def run_libfuzzer(me: list[str], target: str, corpus: str, args, extra_dirs: lis
             "crashes": crashes, "findings": texts, "counted": counted}
 
 
-def main(argv: list[str] | None = None) -> int:
+def driver_main(argv: list[str] | None, *, doc: str, script: str, targets: list[str], worker, replay, run_target,
+                default_runs: int, corpus_label: str, add_options=None) -> int:
+    """The command line of a fuzzer script (fuzz_ops.py, fuzz_shells.py): ``--worker`` (one
+    target under libFuzzer), ``--replay``, or run the chosen targets with ``run_target`` and
+    print a line per target; exit 1 when one had a finding. ``add_options(parser)`` adds the
+    script's own options."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
-        _worker(argv[1], argv[2:])
+        worker(argv[1], argv[2:])
         return 0
     if argv[:1] == ["--replay"]:
         if len(argv) < 3:
-            raise SystemExit("usage: fuzz_ops.py --replay TARGET FILE [FILE ...]")
-        return _replay(argv[1], argv[2:])
+            raise SystemExit(f"usage: {script} --replay TARGET FILE [FILE ...]")
+        return replay(argv[1], argv[2:])
     libfuzzer: list[str] = []
     if "--" in argv:
         k = argv.index("--")
         argv, libfuzzer = argv[:k], argv[k + 1:]
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="all", help="one target (see --list) or 'all' (default)")
-    ap.add_argument("--runs", type=int, default=5000, help="executions per target (default 5000)")
+    ap.add_argument("--runs", type=int, default=default_runs, help=f"executions per target (default {default_runs})")
     ap.add_argument("--max-len", type=int, default=2048, help="largest input in bytes (default 2048)")
     ap.add_argument("--seed", type=int, default=None, help="libFuzzer seed (default: random)")
     ap.add_argument("--timeout", type=int, default=30, help="seconds one input may take (a hang, default 30)")
@@ -250,12 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minimize", action="store_true",
                     help="rewrite each target's corpus as a minimal set cover (default: only add new coverage)")
     ap.add_argument("--no-save", dest="save", action="store_false",
-                    help="leave fuzz/corpus alone (reproducers stay in a temporary folder)")
+                    help=f"leave {corpus_label} alone (reproducers stay in a temporary folder)")
+    if add_options is not None:
+        add_options(ap)
     ap.add_argument("--log", default=None, help="libFuzzer output goes here (default: a temporary file)")
     ap.add_argument("--list", action="store_true", help="print the targets and exit")
     ap.add_argument("corpus", nargs="*", help="extra corpus folders to read (never written)")
     args = ap.parse_args(argv)
-    targets = _targets()
     if args.list:
         print("\n".join(targets))
         return 0
@@ -267,16 +284,20 @@ def main(argv: list[str] | None = None) -> int:
         import atheris  # noqa: F401  (the workers need it; say so once, here)
     except ImportError:
         ap.error("atheris is not installed: pip install 'rrag_kernels[fuzz]' (or atheris>=2.3)")
-    log_path = args.log or tempfile.mkstemp(prefix="rrag_fuzz_", suffix=".log")[1]
+    log_path = args.log or tempfile.mkstemp(prefix=f"rrag_{os.path.splitext(script)[0]}_", suffix=".log")[1]
+    width = max(len(t) for t in targets + ["total"]) + 1
     rows = []
     total_start = time.monotonic()
     with open(log_path, "w") as log:
         for t in chosen:
-            row = _run_target(t, args, args.corpus, libfuzzer, log)
+            row = run_target(t, args, args.corpus, libfuzzer, log)
             rows.append(row)
             status = "ok" if not row["crashes"] and row["returncode"] == 0 else "FINDING"
             corpus = "" if row["corpus"] is None else f"corpus {row['corpus'][0]} -> {row['corpus'][1]} files  "
-            print(f"{t:30s} {row['executions']:9d} execs {row['seconds']:7.1f} s  {corpus}{status}", flush=True)
+            rate = row["executions"] / row["seconds"] if row["seconds"] else 0.0
+            known = f"  {row['known']} known-bug findings let pass" if row.get("known") else ""
+            print(f"{t:{width}s} {row['executions']:9d} execs {row['seconds']:8.1f} s {rate:7.1f}/s  "
+                  f"{corpus}{status}{known}", flush=True)
             if status != "ok":
                 for kind, path in row["crashes"]:
                     print(f"    {kind}: {os.path.relpath(path)}")
@@ -284,9 +305,14 @@ def main(argv: list[str] | None = None) -> int:
                     print("    " + text.replace("\n", "\n    "))
     total = sum(r["executions"] for r in rows)
     n_find = sum(1 for r in rows if r["crashes"] or r["returncode"] != 0)
-    print(f"{'total':30s} {total:9d} execs {time.monotonic() - total_start:7.1f} s  {n_find} target(s) with "
+    print(f"{'total':{width}s} {total:9d} execs {time.monotonic() - total_start:8.1f} s  {n_find} target(s) with "
           f"findings; libFuzzer log: {log_path}")
     return 1 if n_find else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver_main(argv, doc=__doc__, script="fuzz_ops.py", targets=_targets(), worker=_worker, replay=_replay,
+                       run_target=_run_target, default_runs=5000, corpus_label="fuzz/corpus")
 
 
 if __name__ == "__main__":

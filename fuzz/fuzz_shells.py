@@ -36,14 +36,13 @@ import shlex
 import shutil
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus_shells")
 
 sys.path.insert(0, HERE)
 
-from fuzz_ops import run_libfuzzer  # noqa: E402  (the one libFuzzer driver)
+from fuzz_ops import driver_main, run_libfuzzer  # noqa: E402  (the one libFuzzer driver)
 
 _KNOWN_LINE = re.compile(r"rrag-fuzz-known: (\d+) ")
 
@@ -149,73 +148,15 @@ def _run_target(target: str, args, extra_dirs: list[str], libfuzzer: list[str], 
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--worker"]:
-        _worker(argv[1], argv[2:])
-        return 0
-    if argv[:1] == ["--replay"]:
-        if len(argv) < 3:
-            raise SystemExit("usage: fuzz_shells.py --replay TARGET FILE [FILE ...]")
-        return _replay(argv[1], argv[2:])
-    libfuzzer: list[str] = []
-    if "--" in argv:
-        k = argv.index("--")
-        argv, libfuzzer = argv[:k], argv[k + 1:]
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="all", help="one target (see --list) or 'all' (default)")
-    ap.add_argument("--runs", type=int, default=2000, help="executions per target (default 2000)")
-    ap.add_argument("--max-len", type=int, default=2048, help="largest input in bytes (default 2048)")
-    ap.add_argument("--seed", type=int, default=None, help="libFuzzer seed (default: random)")
-    ap.add_argument("--timeout", type=int, default=30, help="seconds one input may take (a hang, default 30)")
-    ap.add_argument("--keep-going", type=int, default=0, metavar="N",
-                    help="after a finding, restart the target up to N times with the runs left (default 0)")
-    ap.add_argument("--minimize", action="store_true",
-                    help="rewrite each target's corpus as a minimal set cover (default: only add new coverage)")
-    ap.add_argument("--no-save", dest="save", action="store_false",
-                    help="leave fuzz/corpus_shells alone (reproducers stay in a temporary folder)")
+def _add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--ignore-known", action="store_true",
                     help="let findings of reported, unfixed bugs (shells.KNOWN) pass and count them")
-    ap.add_argument("--log", default=None, help="libFuzzer output goes here (default: a temporary file)")
-    ap.add_argument("--list", action="store_true", help="print the targets and exit")
-    ap.add_argument("corpus", nargs="*", help="extra corpus folders to read (never written)")
-    args = ap.parse_args(argv)
-    targets = _targets()
-    if args.list:
-        print("\n".join(targets))
-        return 0
-    chosen = targets if args.target == "all" else [args.target]
-    for t in chosen:
-        if t not in targets:
-            ap.error(f"--target: unknown target {t!r}; one of {', '.join(targets)}")
-    try:
-        import atheris  # noqa: F401  (the workers need it; say so once, here)
-    except ImportError:
-        ap.error("atheris is not installed: pip install 'rrag_kernels[fuzz]' (or atheris>=2.3)")
-    log_path = args.log or tempfile.mkstemp(prefix="rrag_fuzz_shells_", suffix=".log")[1]
-    rows = []
-    total_start = time.monotonic()
-    with open(log_path, "w") as log:
-        for t in chosen:
-            row = _run_target(t, args, args.corpus, libfuzzer, log)
-            rows.append(row)
-            status = "ok" if not row["crashes"] and row["returncode"] == 0 else "FINDING"
-            corpus = "" if row["corpus"] is None else f"corpus {row['corpus'][0]} -> {row['corpus'][1]} files  "
-            rate = row["executions"] / row["seconds"] if row["seconds"] else 0.0
-            known = f"  {row['known']} known-bug findings let pass" if row["known"] else ""
-            print(f"{t:18s} {row['executions']:9d} execs {row['seconds']:8.1f} s {rate:7.1f}/s  "
-                  f"{corpus}{status}{known}", flush=True)
-            if status != "ok":
-                for kind, path in row["crashes"]:
-                    print(f"    {kind}: {os.path.relpath(path)}")
-                for text in row["findings"]:
-                    print("    " + text.replace("\n", "\n    "))
-    total = sum(r["executions"] for r in rows)
-    n_find = sum(1 for r in rows if r["crashes"] or r["returncode"] != 0)
-    print(f"{'total':18s} {total:9d} execs {time.monotonic() - total_start:8.1f} s  {n_find} target(s) with "
-          f"findings; libFuzzer log: {log_path}")
-    return 1 if n_find else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver_main(argv, doc=__doc__, script="fuzz_shells.py", targets=_targets(), worker=_worker,
+                       replay=_replay, run_target=_run_target, default_runs=2000, corpus_label="fuzz/corpus_shells",
+                       add_options=_add_options)
 
 
 if __name__ == "__main__":

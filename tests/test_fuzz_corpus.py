@@ -20,24 +20,14 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ = os.path.join(ROOT, "fuzz")
 CORPUS = os.path.join(FUZZ, "corpus")
-REPRODUCER_KINDS = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
 sys.path.insert(0, FUZZ)
 
 import decode  # noqa: E402  (fuzz/, importable without atheris)
+from fuzz_ops import REPRODUCERS, corpus_files  # noqa: E402  (the driver's corpus layout)
 import oracle  # noqa: E402
 
 
-def _files() -> list[tuple[str, str]]:
-    out = []
-    if os.path.isdir(CORPUS):
-        for target in sorted(os.listdir(CORPUS)):
-            folder = os.path.join(CORPUS, target)
-            if os.path.isdir(folder):
-                out += [(target, os.path.join(folder, n)) for n in sorted(os.listdir(folder)) if not n.startswith(".")]
-    return out
-
-
-FILES = _files()
+FILES = corpus_files(CORPUS)
 
 
 @pytest.fixture
@@ -61,7 +51,7 @@ def test_the_corpus_covers_every_target_and_stays_small():
 def test_corpus_file(fuzz_core, target, path):
     import rrag_kernels.ops as ops
 
-    if os.path.basename(path).startswith(REPRODUCER_KINDS):
+    if os.path.basename(path).startswith(REPRODUCERS):
         # A bug's reproducer: in a child process (a crash there fails this test only).
         result = subprocess.run([sys.executable, os.path.join(FUZZ, "fuzz_ops.py"), "--replay", target, path],
                                 capture_output=True, text=True, timeout=300)

@@ -22,23 +22,13 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ = os.path.join(ROOT, "fuzz")
 CORPUS = os.path.join(FUZZ, "corpus_shells")
-REPRODUCER_KINDS = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
 sys.path.insert(0, FUZZ)
 
 import shells  # noqa: E402  (fuzz/, importable without atheris)
+from fuzz_ops import REPRODUCERS, corpus_files  # noqa: E402  (the driver's corpus layout)
 
 
-def _files() -> list[tuple[str, str]]:
-    out = []
-    if os.path.isdir(CORPUS):
-        for target in sorted(os.listdir(CORPUS)):
-            folder = os.path.join(CORPUS, target)
-            if os.path.isdir(folder):
-                out += [(target, os.path.join(folder, n)) for n in sorted(os.listdir(folder)) if not n.startswith(".")]
-    return out
-
-
-FILES = _files()
+FILES = corpus_files(CORPUS)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +57,7 @@ def test_the_corpus_covers_every_target_and_stays_small():
 @pytest.mark.parametrize("target,path", FILES, ids=[f"{t}/{os.path.basename(p)}" for t, p in FILES])
 def test_corpus_file(env, target, path):
     _needs(target)
-    if os.path.basename(path).startswith(REPRODUCER_KINDS):
+    if os.path.basename(path).startswith(REPRODUCERS):
         # A bug's reproducer: in a child process (a crash or a hang there fails this test only).
         result = subprocess.run([sys.executable, os.path.join(FUZZ, "fuzz_shells.py"), "--replay", target, path],
                                 capture_output=True, text=True, timeout=300)

@@ -165,10 +165,12 @@ class MirageDefense:
         state.timings["nli_s"] = time.perf_counter() - t
         return self._finish(state, fwd, bwd)
 
-    def _prepare(self, question: str, passages: Sequence[Mapping[str, Any]]) -> "_Prepared":
+    def _prepare(self, question: str, passages: Sequence[Mapping[str, Any]],
+                 checked: CheckedPassages | None = None) -> "_Prepared":
         """Steps 1-2: clean the inputs, make the claims, select the pairs for NLI."""
         question = check_question(question)
-        clean = passages if isinstance(passages, CheckedPassages) else \
+        # ``checked``: defend_batch has already read the item by the same rule (check_item, PASSAGE_KEYS)
+        clean = checked if checked is not None else \
             _clean_passages(passages, skip_bad=self.params.on_bad_passage == "skip")
         for n, why in clean.skipped:
             logger.warning("mirage: passage %d left out (on_bad_passage='skip'): %s", n, why)
@@ -348,7 +350,7 @@ class MirageDefense:
         for n, item in enumerate(items):
             try:
                 checked = check_item(item, passage_keys=PASSAGE_KEYS, skip_bad=self.params.on_bad_passage == "skip")
-                states[n] = self._prepare(checked.question, checked.passages)
+                states[n] = self._prepare(checked.question, checked.passages, checked=checked.passages)
             except Exception as exc:  # one bad item must not lose the batch
                 results[n] = self._failed(n, item, exc)
         # One NLI pass over the distinct pairs of every item (both directions), in chunks so
