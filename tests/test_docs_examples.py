@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 from pathlib import Path
@@ -156,3 +157,102 @@ def test_the_skip_marker_is_read(tmp_path):
     (b1, b2) = _blocks(page)
     assert b1[1:] == ("python", "raise SystemExit", "needs a server")
     assert _rrag_lines(b2[2]) == [["defend", "in.jsonl", "out.jsonl", "--nli", "lexical", "--quiet"]]
+
+
+# ---------------------------------------------------------------------------- shell lines run
+
+SHARED = ROOT.parent / "shared"
+
+# The files the pages' command lines read, as the reader would have them: questions with
+# passages (defend, d2f's corpus), labelled claims in the released format (conformal), and
+# responses with scored claims (conformal filter).
+_RESPONSES = [
+    {"id": 1, "prompt": "Tell me about Paris.", "claims": [
+        {"text": "Paris is the capital of France.", "score": 0.91},
+        {"text": "Paris has 40 million inhabitants.", "score": 0.12}]},
+    {"id": 2, "prompt": "When was the Eiffel Tower completed?", "claims": [
+        {"text": "The Eiffel Tower was completed in 1889.", "score": 0.88}]},
+]
+
+
+def _write_reader_files(work: Path) -> None:
+    import json
+    from importlib import resources
+
+    data = resources.files("rrag_kernels").joinpath("data")
+    questions = json.loads(data.joinpath("mirage_sample.json").read_text(encoding="utf-8"))["questions"]
+    unlabelled = "".join(json.dumps({"id": q.get("id"), "question": q["question"],
+                                     "passages": [{k: p[k] for k in ("text", "url", "title", "retrieval_score")
+                                                   if k in p} for p in q["passages"]]}) + "\n"
+                         for q in questions)
+    for name in ("in.jsonl", "questions.jsonl", "corpus.jsonl"):
+        (work / name).write_text(unlabelled, encoding="utf-8")
+    claims = data.joinpath("conformal_sample.json").read_text(encoding="utf-8")
+    for name in ("claims.json", "claims.jsonl"):
+        (work / name).write_text(claims, encoding="utf-8")
+    (work / "responses.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _RESPONSES), encoding="utf-8")
+
+
+def _option(words: list[str], flag: str) -> str | None:
+    return words[words.index(flag) + 1] if flag in words[:-1] else None
+
+
+def _why_not_run(words: list[str]) -> str | None:
+    """Why a test cannot run a documented line as written (it is still checked above), or None."""
+    command = words[0]
+    if command == "serve":
+        return "starts a server that runs until stopped (tests/test_server.py runs its options)"
+    if "--url" in words:
+        return "needs the reader's OpenAI-compatible server"
+    if command in ("d2f", "reliablerag") or _option(words, "--llm") in ("model", "embedded"):
+        return "answers with the embedded SmolLM2: minutes on 2 cores (tests/test_llm.py runs it)"
+    if command == "reliablerag-eval":
+        return "its offline grid takes minutes on 2 cores (tests/test_cli.py runs the command)"
+    if any("../shared/" in w for w in words) and not SHARED.is_dir():
+        return "needs ../shared/data"
+    return None
+
+
+def _shell_lines(page: Path) -> list[tuple[int, list[str]]]:
+    return [(line, words) for line, lang, code, skip in _blocks(page)
+            if lang in ("bash", "sh", "shell", "console") and skip is None for words in _rrag_lines(code)
+            if words and words[0] not in ("-h", "--help", "--version")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p for p in PAGES if _shell_lines(p)], ids=_name)
+def test_cli_examples_run(page, tmp_path):
+    """Each documented ``rrag`` line runs as written and exits 0, in a folder holding the files
+    it names (``../shared`` is the clone's sibling, as from the repository root); the
+    evaluations run on their first 2 questions (``--limit 2``: the line's setting, not its
+    figures). A line that cannot run here is skipped for a reason :func:`_why_not_run` gives."""
+    import subprocess
+    import sys
+
+    lines = _shell_lines(page)
+    runnable = [(line, words) for line, words in lines if _why_not_run(words) is None]
+    if not runnable:
+        pytest.skip(f"{_name(page)}: no rrag line that runs here"
+                    + "".join(f"; line {line}: {_why_not_run(w)}" for line, w in lines))
+    work = tmp_path / "work"
+    work.mkdir()
+    if SHARED.is_dir():
+        (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
+    _write_reader_files(work)
+    env = {**os.environ, "TQDM_DISABLE": "1", "MPLBACKEND": "Agg"}
+    if env.get("PYTHONPATH"):  # the lines run in another folder: a relative entry would miss
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    for line, words in runnable:
+        if words[0] == "mirage-eval":
+            words = [*words, "--limit", "2", "--no-progress"]
+        run = subprocess.run([sys.executable, "-m", "rrag_kernels", *words], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, (f"{_name(page)}:{line}: 'rrag {' '.join(words)}' exited {run.returncode}:\n"
+                                     f"{run.stderr[-2000:]}")
+
+
+def test_most_documented_lines_run():
+    """Guard against a vacuous pass: the skip rules leave most documented lines to run."""
+    lines = [words for page in PAGES for _, words in _shell_lines(page)]
+    runnable = [w for w in lines if _why_not_run(w) in (None, "needs ../shared/data")]
+    assert len(lines) >= 20 and len(runnable) >= 0.6 * len(lines), (len(runnable), len(lines))

@@ -433,3 +433,16 @@ def test_the_variants_own_false_sentence_is_not_its_evidence():
     c = contradiction_ceiling([row])
     assert c["polluted"]["with_evidence"] == 0  # pa's mention of Shrewsbury is itself marked false
     assert c["polluted"]["uncontradicted"] >= 1
+
+
+def test_limit_runs_the_first_questions_only(tmp_path):
+    from rrag_kernels.pipelines.mirage import evaluate
+
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps({**ROW, "id": f"s{k}"}) + "\n" for k in range(3)), encoding="utf-8")
+    report = evaluate(path, nli="lexical", tune=False, progress=False, limit=2)
+    assert {r.qid for r in report["records"]} == {"s0", "s1"}
+    assert {r.qid for r in evaluate(path, nli="lexical", tune=False, progress=False)["records"]} == {"s0", "s1", "s2"}
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="limit"):
+            evaluate(path, nli="lexical", tune=False, progress=False, limit=bad)

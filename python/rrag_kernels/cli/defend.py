@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import Any
 
 from .common import (
@@ -158,8 +159,9 @@ def _graph(result: Any, pattern: str, line: int) -> int:
     """Draw one item's claim graph (``{line}`` in the path: the input line); 1 when drawn."""
     from ..pipelines.mirage import plot_claim_graph
 
-    path = pattern.replace("{line}", str(line))
+    path = Path(pattern.replace("{line}", str(line)))
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # 'graphs/q{line}.png' in a fresh folder
         plot_claim_graph(result, path)
     except (OSError, ValueError) as exc:  # an unknown image suffix, an unwritable path
         raise UsageError(f"--graph: {exc}") from exc

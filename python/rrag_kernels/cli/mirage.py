@@ -47,6 +47,8 @@ def add_parser(sub: Any) -> None:
     ev.add_argument("--judge-accuracy", type=unit_closed, default=None, metavar="P",
                     help="RealtimeQA format: replace the judge by a simulated one of accuracy P in [0, 1] "
                          "(gold labels from the answers the claims state)")
+    ev.add_argument("--limit", type=int_at_least(1), default=None, metavar="N",
+                    help="only the file's first N questions (a quick check; the documented figures use all)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_param_option(ev)
     ev.set_defaults(func=run_eval)
@@ -142,7 +144,8 @@ def _eval_answers(args: argparse.Namespace, params: Any) -> int:
         raise UsageError(f"data: {str(exc).removeprefix('path: ')}") from exc
     scorer = None if args.judge_accuracy is not None else load_nli(args.nli)
     report = evaluate_answers(args.data, nli=scorer, params=params, judge_accuracy=args.judge_accuracy,
-                              tune_trustrag=not args.no_tune, progress=not args.no_progress)
+                              tune_trustrag=not args.no_tune, progress=not args.no_progress,
+                              limit=args.limit)
     judge = (f"simulated judge of accuracy {args.judge_accuracy}" if args.judge_accuracy is not None
              else f"{args.nli or 'offline default'} ({type(scorer).__name__})")
     print(f"NLI scorer: {judge}; defense mode {params.mode}; on BLOCK: {params.on_block}"
@@ -175,7 +178,7 @@ def run_eval(args: argparse.Namespace) -> int:
     _require_labels(rows)
     scorer = load_nli(args.nli)
     report = evaluate(args.data, nli=scorer, params=params, tune=not args.no_tune, folds=args.folds,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, limit=args.limit)
     print(f"NLI scorer: {args.nli or 'offline default'} ({type(scorer).__name__}); mode {params.mode}; "
           f"pairing {params.pairing}; on BLOCK: {params.on_block}"
           + "".join(f"; {name} {value}" for name, value in args.param))

@@ -678,6 +678,7 @@ def evaluate(
     tune: bool = True,
     folds: int = 4,
     progress: bool = True,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """Run the harness on a dataset.
 
@@ -693,6 +694,9 @@ def evaluate(
     folds : int
         Folds of questions for the cross-validation.
     progress : bool
+    limit : int or None
+        Only the file's first ``limit`` questions (a quick check of a setting; the figures
+        of the documentation are over every question).
 
     Returns
     -------
@@ -704,7 +708,9 @@ def evaluate(
         ``fold_gates`` (:func:`fold_gates`) and ``cross_validated`` (the summary of the
         out-of-fold decisions, as :func:`cross_validate_gate`).
     """
-    rows = load_dataset(path)
+    if limit is not None:
+        check_int(limit, "limit", minimum=1)
+    rows = load_dataset(path)[:limit]
     defense = MirageDefense(nli=nli, params=params)
     records = run_regimes(defense, rows, progress=progress)
     report: dict[str, Any] = {"params": defense.params, "records": records, "shipped": summarise(records)}

@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ...models import checked_encode, clean_texts
-from ...ops import cosine_matrix
+from ...ops import check_int, cosine_matrix
 from .._answer_metrics import TYPOGRAPHIC_PUNCTUATION, normalize_answer
 from .._progress import progress_iter
 from .eval import iter_jsonl
@@ -43,6 +43,10 @@ from .types import PASSAGE_KEYS, MirageParams
 
 ANSWER_REGIMES = ("clean", "mixed", "full")
 
+
+def _question_key(row: Mapping[str, Any]) -> Any:
+    """The question a row is a variant of (its attacker-URL variants share ``question_id``)."""
+    return row.get("question_id", row.get("id"))
 
 
 def is_answer_row(row: Any) -> bool:
@@ -300,7 +304,7 @@ def run_answer_harness(rows: Sequence[Mapping[str, Any]], methods: Mapping[str, 
                 continue
             shown = [{k: p.get(k) for k in PASSAGE_KEYS} for p in labelled]
             for name, method in methods.items():
-                key = (row.get("question_id", row.get("id")), name) if regime == "clean" else None
+                key = (_question_key(row), name) if regime == "clean" else None
                 if key is not None and key in done:
                     passed, text, n_del, secs, error = done[key]
                 else:
@@ -438,14 +442,16 @@ class SimulatedJudge:
 
 def evaluate_answers(path: str | Path, *, nli: Any = None, params: Any = None, embedder: Any = None,
                      judge_accuracy: float | None = None, trustrag_threshold: float = 0.88,
-                     tune_trustrag: bool = True, progress: bool = True) -> dict[str, Any]:
+                     tune_trustrag: bool = True, progress: bool = True,
+                     limit: int | None = None) -> dict[str, Any]:
     """Run the coordinated-poisoning harness with its baselines.
 
     Methods: ``undefended``; ``defense`` (a :class:`MirageDefense` with ``params``);
     ``paper`` (the same judge, ``mode="paper"``); ``trustrag`` (first stage at
     ``trustrag_threshold``) and, with ``tune_trustrag``, ``trustrag-tuned`` (its threshold
     chosen on this same file: in-sample, the peer's best case). With ``judge_accuracy`` the
-    judge of both MIRAGE methods is a :class:`SimulatedJudge` of that accuracy.
+    judge of both MIRAGE methods is a :class:`SimulatedJudge` of that accuracy. With ``limit``
+    only the file's first ``limit`` questions run (each with every attacker-URL variant of it).
 
     Returns
     -------
@@ -456,6 +462,10 @@ def evaluate_answers(path: str | Path, *, nli: Any = None, params: Any = None, e
     from .defense import MirageDefense
 
     rows = load_answer_rows(path)
+    if limit is not None:
+        check_int(limit, "limit", minimum=1)
+        first = set(list(dict.fromkeys(_question_key(row) for row in rows))[:limit])
+        rows = [row for row in rows if _question_key(row) in first]
     if embedder is None:
         from ...models import MiniLMEmbedder
 
