@@ -1,4 +1,5 @@
-"""GPU check: every Triton kernel against the float64 reference, then timed against torch.
+"""GPU check: every Triton kernel and torch formulation against the float64 reference, then
+timed against torch.
 
 Run on a machine with a CUDA device (budget: well under 5 minutes on an H200)::
 
@@ -6,7 +7,8 @@ Run on a machine with a CUDA device (budget: well under 5 minutes on an H200)::
     python benchmarks/gpu_check.py --checks-only
     TRITON_INTERPRET=1 python benchmarks/gpu_check.py --device cpu   # dry run of this script
 
-1. Checks: each op with ``backend="triton"`` on CUDA tensors, at sizes that break things
+1. Checks: each op with ``backend="triton"`` and ``backend="torch"`` (``--backends``) on CUDA
+   tensors, at sizes that break things
    (0, 1, odd primes, block-1/block/block+1, d not a multiple of the tile, empty segments,
    one huge segment among empty ones, zero rows, ties, k above the in-register limit; for
    triple_reliability also k > T padding, every triple used, and exact tie order at
@@ -15,8 +17,9 @@ Run on a machine with a CUDA device (budget: well under 5 minutes on an H200)::
    ``max(4 * err(torch float32 formulation), 1e-5)``, TF32 off. The output must be a CUDA
    tensor of the right dtype and shape; top-k indices must match exactly where the
    reference's order is unambiguous (exact ties, zero queries).
-2. Timings: the issue-2 sizes (and a few larger ones), ``rrag-triton`` against the torch
-   formulations a user runs on a GPU today, timed with CUDA events (median, p20, p80),
+2. Timings: the issue-2 sizes (and a few larger ones), ``rrag-triton``, ``rrag-torch`` (our
+   torch formulation) and ``rrag-auto`` (what ``backend=None`` runs: ``CUDA_AUTO``) against
+   the torch formulations a user runs on a GPU today, timed with CUDA events (median, p20, p80),
    after the same subset-vs-reference and whole-output-vs-torch checks as bench_cosine.py.
    The roofline floor uses this GPU's measured copy bandwidth and float32 (non-TF32)
    matmul rate.
@@ -48,6 +51,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kernel", action="append", metavar="NAME",
                         choices=("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine",
                                  "triple_reliability"))
+    parser.add_argument("--backends", nargs="+", default=["triton", "torch"], choices=("triton", "torch"),
+                        help="the backends the edge checks run (default both)")
     parser.add_argument("--csv", type=Path, default=None,
                         help="results file (default benchmarks/results/gpu.csv; gpu-dryrun.csv on cpu)")
     parser.add_argument("--no-csv", action="store_true")
@@ -108,6 +113,7 @@ class GpuCheck:
         self.ops, self.ref = ops, reference
         self.rng = np.random.default_rng(0)
         self.kernels = args.kernel or list(bc.KERNELS) + ["triple_reliability"]
+        self.backend = "triton"  # the backend the edge checks run (run_checks sets each in turn)
 
     # ---------------------------------------------------------------- helpers
 
@@ -135,10 +141,11 @@ class GpuCheck:
     def offsets(self, counts: Sequence[int]) -> Any:
         return self.bc._offsets(self.np.asarray(counts, dtype=self.np.int64))
 
-    def triton(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def run_op(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """ops.<name> on device tensors with the backend under check (``self.backend``)."""
         targs = tuple(self.t(a) for a in args)
         tkw = {k: self.t(v) for k, v in kwargs.items()}
-        return getattr(self.ops, name)(*targs, **tkw, backend="triton")
+        return getattr(self.ops, name)(*targs, **tkw, backend=self.backend)
 
     def expect_device(self, out: Any, dtype: Any, shape: tuple, what: str) -> None:
         torch = self.torch
@@ -230,14 +237,14 @@ class GpuCheck:
     def check_cosine(self, n: int, m: int, d: int, zero_rows: tuple) -> CheckResult:
         label = f"n={n} m={m} d={d}"
         a, b = self.emb(n, d, zero_rows), self.emb(m, d, zero_rows)
-        out = self.triton("cosine_matrix", a, b)
+        out = self.run_op("cosine_matrix", a, b)
         self.expect_device(out, self.torch.float32, (n, m), "cosine_matrix")
         ref = self.ref.cosine_matrix_ref(a, b)
         naive = self.bc.cosine_matrix_torch(self.torch, self.t(a), self.t(b))
         res = self._result("cosine_matrix", label, out.cpu().numpy(), ref, naive.cpu().numpy())
         if res.ok and n >= 8 and d >= 8:
             # float16 inputs are converted to float32: same answer as the float32 of them.
-            h = self.triton("cosine_matrix", a[:8].astype(self.np.float16), b[:8].astype(self.np.float16))
+            h = self.run_op("cosine_matrix", a[:8].astype(self.np.float16), b[:8].astype(self.np.float16))
             href = self.ref.cosine_matrix_ref(a[:8].astype(self.np.float16), b[:8].astype(self.np.float16))
             if self.max_err(h.cpu().numpy(), href) > res.tol:
                 return CheckResult("cosine_matrix", label, False, res.err, res.tol, "float16 input off")
@@ -265,7 +272,7 @@ class GpuCheck:
         off = self.offsets(counts)
         queries = self.emb(len(counts), d, zero_rows)
         docs = self.emb(int(off[-1]), d, zero_rows)
-        out = self.triton("segmented_cosine", queries, docs, off)
+        out = self.run_op("segmented_cosine", queries, docs, off)
         self.expect_device(out, self.torch.float32, (docs.shape[0],), "segmented_cosine")
         ref = self.ref.segmented_cosine_ref(queries, docs, off)
         naive = self.bc.segmented_torch_bmm(self.torch, self.t(queries), self.t(docs), off)
@@ -288,7 +295,7 @@ class GpuCheck:
         claims[has] += docs[doff[cseg][has]]
         clip = kw.get("clip", True)
         sim = (self.rng.uniform(-1, 1, docs.shape[0]).astype(np.float32) if kw.get("sim") else None)
-        out = self.triton("claim_relevance", queries, docs, doff, claims, coff,
+        out = self.run_op("claim_relevance", queries, docs, doff, claims, coff,
                           query_doc_sim=sim, clip=clip)
         self.expect_device(out, self.torch.float32, (claims.shape[0],), "claim_relevance")
         ref = self.ref.claim_relevance_ref(queries, docs, doff, claims, coff, query_doc_sim=sim, clip=clip)
@@ -313,7 +320,7 @@ class GpuCheck:
         else:
             corpus = self.emb(n, d, (3, 10) if extra == "zero rows" else ())
             queries = self.emb(q, d, (1,) if extra == "zero rows" else ())
-        s, i = self.triton("topk_cosine", queries, corpus, k)
+        s, i = self.run_op("topk_cosine", queries, corpus, k)
         self.expect_device(s, self.torch.float32, (q, k), "topk_cosine scores")
         self.expect_device(i, self.torch.int64, (q, k), "topk_cosine indices")
         ref_s, ref_i = self.ref.topk_cosine_ref(queries, corpus, k)
@@ -369,10 +376,10 @@ class GpuCheck:
             self.rng.random(int(sizes.sum())) < 0.3)
         if form == "single":
             used = used_flat.reshape(n_chains, n_triples)
-            s, i = self.triton("triple_reliability", q, t, cred, alpha=alpha, used=used, k=k)
+            s, i = self.run_op("triple_reliability", q, t, cred, alpha=alpha, used=used, k=k)
             ref_s, ref_i = self.ref.triple_reliability_ref(q, t, cred, alpha=alpha, used=used, k=k)
         else:
-            s, i = self.triton("triple_reliability_segmented", q, t, cred, offsets, cq, alpha=alpha,
+            s, i = self.run_op("triple_reliability_segmented", q, t, cred, offsets, cq, alpha=alpha,
                                used=used_flat, k=k)
             ref_s, ref_i = self.ref.triple_reliability_segmented_ref(q, t, cred, offsets, cq, alpha=alpha,
                                                                      used=used_flat, k=k)
@@ -413,7 +420,14 @@ class GpuCheck:
                             np.where(finite, ref_s, 0) + naive_err, indices)
 
     def run_checks(self) -> list[CheckResult]:
-        print("== checks: backend='triton' against the float64 reference "
+        results: list[CheckResult] = []
+        for backend in self.args.backends:
+            self.backend = backend
+            results += self._run_checks()
+        return results
+
+    def _run_checks(self) -> list[CheckResult]:
+        print(f"== checks: backend={self.backend!r} against the float64 reference "
               "(tol = max(4 x torch-float32 error, 1e-5))")
         results: list[CheckResult] = []
         explained: set[str] = set()
@@ -421,6 +435,7 @@ class GpuCheck:
             if kernel not in self.kernels:
                 continue
             for label, run in items:
+                label = f"{self.backend}: {label}"
                 t0 = time.perf_counter()
                 try:
                     res = run()
@@ -521,9 +536,14 @@ class GpuCheck:
             base = [Provider("torch-chunked",
                              partial(bc.topk_torch_chunked, torch, *targs, chunk_elems=chunk),
                              note="F.normalize, mm + torch.topk over 1 GiB score blocks")]
-        ours = Provider("rrag-triton", partial(getattr(self.ops, p.kernel), *targs, backend="triton"),
-                        self.harness.RRAG, note="ops.<kernel>(cuda tensors, backend='triton')")
-        return base + [ours]
+        return base + self.rrag_providers(partial(getattr(self.ops, p.kernel), *targs))
+
+    def rrag_providers(self, call: Callable[..., Any], note: str = "") -> list[Any]:
+        """Ours, one per backend: the Triton kernel, the torch formulation and what auto runs."""
+        Provider, RRAG = self.harness.Provider, self.harness.RRAG
+        return [Provider(f"rrag-{name}", partial(call, backend=backend), RRAG,
+                         note=f"ops.<kernel>(cuda tensors, backend={backend!r}){note}")
+                for name, backend in (("triton", "triton"), ("torch", "torch"), ("auto", None))]
 
     def reliability_case(self, kernel: str, d: int, size: tuple) -> Any:
         """bench_reliablerag's case (inputs, reference check) with GPU providers: the torch
@@ -546,8 +566,7 @@ class GpuCheck:
                 r = torch.addmm(w[None, :], F.normalize(tq, dim=1), F.normalize(tt, dim=1).T, alpha=alpha)
                 return torch.topk(r.masked_fill_(t_used, float("-inf")), min(k, r.shape[1]), dim=1)
 
-            ours = partial(self.ops.triple_reliability, tq, tt, args[2], alpha=alpha, used=used_np, k=k,
-                           backend="triton")
+            ours = partial(self.ops.triple_reliability, tq, tt, args[2], alpha=alpha, used=used_np, k=k)
         else:
             offsets, cq = args[3], args[4]
             n_q, per_q = len(offsets) - 1, int(offsets[1] - offsets[0])
@@ -562,14 +581,13 @@ class GpuCheck:
                 return top.values.reshape(n_q * chains, -1), (top.indices + first).reshape(n_q * chains, -1)
 
             ours = partial(self.ops.triple_reliability_segmented, tq, tt, args[2], offsets, cq, alpha=alpha,
-                           used=used_np, k=k, backend="triton")
+                           used=used_np, k=k)
         del kw
         Provider = self.harness.Provider
         case.providers = [
             Provider("torch", torch_fn, note="F.normalize + addmm/baddbmm fused + masked_fill + torch.topk "
                                              "(scores only compared; torch.topk's tie order is unspecified)"),
-            Provider("rrag-triton", ours, self.harness.RRAG,
-                     note="ops.<kernel>(cuda tensors, backend='triton'); used mask passed from the host"),
+            *self.rrag_providers(ours, "; used mask passed from the host"),
         ]
         case.compare = None  # torch.topk returns (values, indices) of another layout; check() covers ours
         return case
@@ -628,7 +646,7 @@ class GpuCheck:
             self.harness.summarise(results)
             for r in results:
                 for name, why in r.skipped.items():
-                    if name == "rrag-triton":
+                    if name.startswith("rrag-"):
                         failed.append(CheckResult(r.case.kernel, r.case.shape, False, float("nan"),
                                                   float("nan"), why))
         print(f"\n{len(checks)} edge checks, {len(failed)} failures; {self.elapsed():.0f} s in all")

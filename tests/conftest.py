@@ -43,7 +43,10 @@ TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # Make ``import helpers`` work from every test module whatever the rootdir/import mode.
 sys.path.insert(0, os.path.dirname(__file__))
 
-BACKENDS = ("reference", "cpp", "triton")
+# RRAG_TEST_BACKENDS=reference,cpp runs those alone (tools/sanitize.sh: the torch and Triton
+# backends run none of our native code).
+BACKENDS = tuple(b for b in ("reference", "cpp", "triton", "torch")
+                 if b in os.environ.get("RRAG_TEST_BACKENDS", "reference,cpp,triton,torch").split(","))
 
 # The Triton interpreter executes each program instance in NumPy: ~0.5 s for a 129 x 127
 # x 385 cosine matrix. Tests whose "large" case would take minutes use this many rows for
@@ -62,6 +65,11 @@ def _import_error(modname: str) -> str | None:
 def cpp_skip_reason() -> str | None:
     err = _import_error("rrag_kernels._core")
     return None if err is None else f"cpp backend unavailable: rrag_kernels._core cannot be imported ({err})"
+
+
+def torch_skip_reason() -> str | None:
+    err = _import_error("torch")
+    return None if err is None else f"torch backend unavailable: torch cannot be imported ({err})"
 
 
 def triton_skip_reason() -> str | None:
@@ -180,7 +188,8 @@ def rng(seed) -> np.random.Generator:
 def backend(request) -> str:
     """One test body, every backend; unavailable backends skip with the reason."""
     name = request.param
-    reason = {"reference": None, "cpp": cpp_skip_reason(), "triton": triton_skip_reason()}[name]
+    reason = {"reference": None, "cpp": cpp_skip_reason(), "triton": triton_skip_reason(),
+              "torch": torch_skip_reason()}[name]
     if reason is not None:
         pytest.skip(reason)
     if name == "triton" and TRITON_INTERPRET and request.node.get_closest_marker("interp_heavy") \
@@ -191,6 +200,12 @@ def backend(request) -> str:
         pytest.skip("interp_inexact: bitwise ties of identical rows are a property of the compiled "
                     "kernel; the interpreter's tl.dot (NumPy matmul) need not keep them")
     return name
+
+
+@pytest.fixture
+def interpreted(backend) -> bool:
+    """Whether this backend runs in the Triton interpreter (seconds per launch)."""
+    return backend == "triton" and TRITON_INTERPRET
 
 
 @pytest.fixture

@@ -180,11 +180,78 @@ def test_triton_without_interpreter_or_cuda_names_what_is_missing(tmp_path):
     assert "TRITON_INTERPRET" in message or "CUDA" in message, message
 
 
+# --------------------------------------------------------------------------- what auto runs on CUDA
+
+
+def test_cuda_auto_table_names_every_op_with_a_torch_version():
+    from rrag_kernels import torch_ops, triton_ops
+    from rrag_kernels.ops._dispatch import CUDA_AUTO, MATMUL_OPS
+
+    assert set(CUDA_AUTO) == set(torch_ops.OP_NAMES)
+    assert set(CUDA_AUTO.values()) <= {"triton", "torch"} and MATMUL_OPS <= set(CUDA_AUTO)
+    assert {op.removesuffix("_segmented") for op in CUDA_AUTO} == set(triton_ops.OP_NAMES)
+
+
+def test_cuda_choice_keeps_the_accuracy_contract(torch, monkeypatch):
+    """A matrix-product op leaves cuBLAS for Triton's IEEE dots while TF32 is allowed; without
+    Triton every op runs its torch formulation."""
+    from rrag_kernels import triton_ops
+    from rrag_kernels.ops import _dispatch
+
+    monkeypatch.setattr(_dispatch, "CUDA_AUTO", dict.fromkeys(_dispatch.CUDA_AUTO, "torch"))
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        chosen = {op: _dispatch.cuda_choice(op) for op in _dispatch.CUDA_AUTO}
+        if triton_ops.is_available():
+            assert {op for op, c in chosen.items() if c == "triton"} == _dispatch.MATMUL_OPS
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert {_dispatch.cuda_choice(op) for op in _dispatch.CUDA_AUTO} == {"torch"}
+    monkeypatch.setattr(_dispatch, "CUDA_AUTO", dict.fromkeys(_dispatch.CUDA_AUTO, "triton"))
+    monkeypatch.setattr(triton_ops, "is_available", lambda: False)
+    assert {_dispatch.cuda_choice(op) for op in _dispatch.CUDA_AUTO} == {"torch"}
+
+
+def test_show_config_says_what_auto_runs_on_cuda(torch):
+    from rrag_kernels import show_config
+    from rrag_kernels.ops._dispatch import CUDA_AUTO
+
+    assert set(show_config()["cuda_auto"]) == set(CUDA_AUTO)
+
+
+def test_torch_backend_on_numpy_input_returns_numpy(rng, torch):
+    p = _problem(rng)
+    outputs = _call_all(p, "torch")
+    assert all(isinstance(o, np.ndarray) for o in _flatten(outputs))
+    _check_all(p, outputs, exact_ties=True)
+
+
+def test_ops_without_a_torch_version_say_so():
+    keep = np.ones(3, bool)
+    with pytest.raises(ValueError, match="backend: gate_stats has no Torch version"):
+        rk.ops.gate_stats(keep, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8),
+                          np.zeros(3, np.int64), backend="torch")
+
+
 # --------------------------------------------------------------------------- CUDA
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("choice", [None, "triton"])
+def test_cuda_auto_runs_the_chosen_backend(rng, torch, caplog):
+    import logging
+
+    p = _problem(rng, d=385)
+    with caplog.at_level(logging.DEBUG, logger="rrag_kernels"):
+        outputs = _call_all(p, None, convert=lambda x: torch.from_numpy(x).cuda())
+    assert "cosine_matrix: backend='auto' runs" in caplog.text
+    cm, seg, cr, (ts, ti) = outputs
+    _check_all(p, (cm.cpu().numpy(), seg.cpu().numpy(), cr.cpu().numpy(), (ts.cpu().numpy(), ti.cpu().numpy())),
+               exact_ties=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("choice", [None, "triton", "torch"])
 def test_cuda_tensors_in_cuda_out(rng, torch, choice):
     p = _problem(rng, d=385)
     outputs = _call_all(p, choice, convert=lambda x: torch.from_numpy(x).cuda())

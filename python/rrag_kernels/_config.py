@@ -11,7 +11,7 @@ from .ops import check_int
 
 # The compiled module is loaded in one place, ops/_dispatch.py; this module reports on it
 # and sets its threads.
-from .ops._dispatch import core_module
+from .ops._dispatch import CUDA_AUTO, core_module, cuda_choice
 
 __version__ = "0.1.0"
 
@@ -67,7 +67,8 @@ def show_config() -> dict[str, Any]:
     dict
         version, compiler, simd_level, simd_levels_available, threads, max_threads,
         memory_budget, native_build, gemm, triton_available, triton_interpret,
-        cuda_available, python, platform, numpy.
+        cuda_available, cuda_auto (what ``backend="auto"`` runs for CUDA tensors, per op:
+        "triton" or "torch"; see ``ops._dispatch.CUDA_AUTO``), python, platform, numpy.
     """
     import numpy as np
 
@@ -87,6 +88,7 @@ def show_config() -> dict[str, Any]:
         "triton_available": triton_ok,
         "triton_interpret": os.environ.get("TRITON_INTERPRET") == "1",
         "cuda_available": cuda_ok,
+        "cuda_auto": {op: cuda_choice(op) for op in CUDA_AUTO} if importlib.util.find_spec("torch") else None,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "numpy": np.__version__,

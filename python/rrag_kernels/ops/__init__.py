@@ -41,12 +41,14 @@ Conventions shared by every op
 * Output type follows input: numpy in, numpy out; a torch CPU tensor in, a torch CPU tensor
   out; a CUDA tensor in, a CUDA tensor out (gradients are not tracked). The conformal ops
   always return numpy.
-* ``backend``: None/"auto" (CPU data -> "cpp", CUDA tensors -> "triton" where a Triton
-  kernel exists, else C++ with a copy), "reference" (the float64 NumPy / Python truth in
-  :mod:`rrag_kernels.reference`), "cpp", or "triton" (``cosine_matrix``,
+* ``backend``: None/"auto" (CPU data -> "cpp"; CUDA tensors -> per op the faster of
+  "triton" and "torch" as measured on the device, ``_dispatch.CUDA_AUTO``, or C++ with a
+  copy for the ops with neither), "reference" (the float64 NumPy / Python truth in
+  :mod:`rrag_kernels.reference`), "cpp", "triton" or "torch" (``cosine_matrix``,
   ``segmented_cosine``, ``claim_relevance``, ``topk_cosine``, ``triple_reliability``,
-  ``triple_reliability_segmented``, ``nli_graph``; CUDA, or the CPU under
-  ``TRITON_INTERPRET=1``). A fallback (no compiled module, no Triton) warns once.
+  ``triple_reliability_segmented``, ``nli_graph``; Triton on CUDA, or on the CPU under
+  ``TRITON_INTERPRET=1``; torch on any device: :mod:`rrag_kernels.torch_ops`). A fallback
+  (no compiled module, no Triton) warns once.
 * Cosine of a zero vector is 0, never NaN. A row whose float32 squared norm underflows to
   0 counts as a zero vector.
 * Offsets are CSR-style: ``offsets[0] == 0``, non-decreasing, ``offsets[-1] == len(rows)``;

@@ -1,9 +1,10 @@
 """Backend planning and array conversion for the public ops.
 
 Output type follows input: numpy in -> numpy out, torch CPU in -> torch CPU out, CUDA in
--> CUDA out. ``backend=None``/"auto" sends CPU data to C++ and CUDA tensors to Triton; a
-fallback (no compiled module, no Triton) logs a warning once. This is the one module that
-imports the compiled ``rrag_kernels._core``.
+-> CUDA out. ``backend=None``/"auto" sends CPU data to C++ and CUDA tensors to the faster of
+our Triton kernel and the plain-torch formulation for that op (:data:`CUDA_AUTO`, from the
+device measurements; :func:`cuda_choice`); a fallback (no compiled module, no Triton) logs a
+warning once. This is the one module that imports the compiled ``rrag_kernels._core``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,54 @@ from ._validation import as_buffer, check_finite, is_torch_tensor
 
 logger = logging.getLogger("rrag_kernels")
 
-BACKENDS = ("auto", "reference", "cpp", "triton")
+BACKENDS = ("auto", "reference", "cpp", "triton", "torch")
 _warned: set[str] = set()
+
+#: What ``backend="auto"`` runs for CUDA tensors, per op: "triton" (our kernel) or "torch" (the
+#: plain-torch formulation of ``rrag_kernels.torch_ops``, cuBLAS underneath), whichever
+#: ``benchmarks/gpu_check.py`` measured faster on the device (``results/gpu.csv``). Last
+#: measured on an H200 (2026-12-04): every Triton kernel at 0.15-0.64x the torch baseline,
+#: so every op runs its torch formulation until a kernel is measured faster (issue 25).
+#: ``nli_graph`` was not timed; its torch formulation is the baseline itself.
+CUDA_AUTO = {
+    "cosine_matrix": "torch",
+    "segmented_cosine": "torch",
+    "claim_relevance": "torch",
+    "topk_cosine": "torch",
+    "nli_graph": "torch",
+    "triple_reliability": "torch",
+    "triple_reliability_segmented": "torch",
+}
+#: The ops whose torch formulation is a float32 matrix product: with torch's TF32 allowed
+#: their cuBLAS products leave the contract's tolerance, so ``auto`` runs Triton (IEEE dots).
+MATMUL_OPS = frozenset({"cosine_matrix", "claim_relevance", "topk_cosine", "triple_reliability",
+                        "triple_reliability_segmented"})
+
+
+def cuda_choice(op: str) -> str:
+    """The backend ``auto`` runs for CUDA tensors of ``op``: "triton" or "torch".
+
+    :data:`CUDA_AUTO`, except that a matrix-product op runs Triton while torch's float32
+    matmul precision is not ``"highest"`` (TF32 would break the accuracy contract), and
+    that without Triton every op runs its torch formulation.
+
+    Parameters
+    ----------
+    op : str
+        A key of :data:`CUDA_AUTO`.
+
+    Returns
+    -------
+    str
+    """
+    from .. import torch_ops, triton_ops
+
+    choice = CUDA_AUTO[op]
+    if choice == "torch" and op in MATMUL_OPS and not torch_ops.ieee_matmul():
+        choice = "triton"
+    if choice == "triton" and not triton_ops.is_available():
+        choice = "torch"
+    return choice
 
 
 def warn_once(key: str, message: str) -> None:
@@ -62,12 +109,13 @@ def triton_device():
     )
 
 
-def plan(arrays: dict[str, Any], backend: str | None) -> Plan:
+def plan(arrays: dict[str, Any], backend: str | None, op: str | None = None) -> Plan:
     """The backend and output type for these arguments (None entries are ignored).
 
-    ValueError names ``backend`` when it is not one of :data:`BACKENDS`, or the first
-    tensor when the tensors sit on different devices; RuntimeError when the asked-for
-    backend is not installed.
+    ``op`` (a key of :data:`CUDA_AUTO`) lets ``auto`` pick per op for CUDA tensors; without
+    it ``auto`` runs Triton there. ValueError names ``backend`` when it is not one of
+    :data:`BACKENDS`, or the first tensor when the tensors sit on different devices;
+    RuntimeError when the asked-for backend is not installed.
     """
     if backend is None:
         backend = "auto"
@@ -85,7 +133,11 @@ def plan(arrays: dict[str, Any], backend: str | None) -> Plan:
         if on_cuda:
             from .. import triton_ops
 
-            if triton_ops.is_available():
+            if op is not None:
+                backend = cuda_choice(op)
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("%s: backend='auto' runs %s for CUDA tensors", op, backend)
+            elif triton_ops.is_available():
                 backend = "triton"
             else:
                 warn_once("auto-cuda", "Triton is not installed: CUDA tensors are copied to the CPU kernels")
@@ -102,6 +154,11 @@ def plan(arrays: dict[str, Any], backend: str | None) -> Plan:
 
         if not triton_ops.is_available():
             raise RuntimeError("backend='triton': torch and triton must be installed (pip install 'rrag_kernels[gpu]')")
+    if backend == "torch":
+        from .. import torch_ops
+
+        if not torch_ops.is_available():
+            raise RuntimeError("backend='torch': torch must be installed (pip install torch)")
     return Plan(backend, output, device)
 
 
@@ -142,9 +199,34 @@ def numpy_float32(p: Plan, arrays: dict[str, Any], check: bool) -> dict[str, np.
     return out
 
 
+def torch_device(p: Plan):
+    """Where a torch-run plan computes: the tensors' CUDA device; for the torch backend the
+    tensors' device (the CPU for numpy input); for Triton on CPU data, :func:`triton_device`."""
+    if p.device is not None and p.device.type == "cuda":
+        return p.device
+    if p.backend == "torch":
+        return _torch().device("cpu")
+    return triton_device()
+
+
+def launcher(p: Plan, op: str):
+    """The Triton or torch launcher of ``op`` for a plan that runs on torch tensors."""
+    if p.backend == "torch":
+        from .. import torch_ops
+
+        return torch_ops.get_launcher(op)
+    from .. import triton_ops
+
+    if op == "triple_reliability_segmented":
+        from ..triton_ops.triple_reliability import triple_reliability_segmented
+
+        return triple_reliability_segmented
+    return triton_ops.get_launcher(op)
+
+
 def torch_float32(p: Plan, arrays: dict[str, Any], check: bool) -> tuple[dict[str, Any], Any]:
-    """The float arguments as contiguous float32 tensors on the Triton device, and that device."""
-    device = p.device if p.device is not None and p.device.type == "cuda" else triton_device()
+    """The float arguments as contiguous float32 tensors where the plan computes, and that device."""
+    device = torch_device(p)
     out = {name: to_torch32(x, device) for name, x in arrays.items() if x is not None}
     if check:
         for name, x in out.items():
@@ -195,9 +277,9 @@ def cpu_plan(arrays: dict[str, Any], backend: str | None, op: str) -> Plan:
     """``plan`` for a kernel with no Triton version: CUDA data goes to the C++ kernel."""
     if numpy_cpp(backend, arrays.values()):
         return _CPP_NUMPY
-    if backend == "triton":
-        raise ValueError(f"backend: {op} has no Triton kernel; use 'cpp', 'reference' or None")
+    if backend in ("triton", "torch"):
+        raise ValueError(f"backend: {op} has no {backend.capitalize()} version; use 'cpp', 'reference' or None")
     p = plan(arrays, backend)
-    if p.backend == "triton":
+    if p.backend in ("triton", "torch"):
         p = Plan("cpp" if core_module() is not None else "reference", p.output, p.device)
     return p

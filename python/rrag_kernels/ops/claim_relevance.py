@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import reference
-from ._dispatch import core_module, finish, numpy_float32, plan, to_torch_index, torch_float32
+from ._dispatch import core_module, finish, launcher, numpy_float32, plan, to_torch_index, torch_float32
 from ._validation import as_offsets, check_bool, check_matrices, check_vector
 
 __all__ = ["claim_relevance"]
@@ -45,7 +45,7 @@ def claim_relevance(
     clip : bool
         Clip R(c) at 0 (the paper's ``[.]_+``).
     check_finite : bool
-    backend : {None, "auto", "reference", "cpp", "triton"}
+    backend : {None, "auto", "reference", "cpp", "triton", "torch"}
 
     Returns
     -------
@@ -63,12 +63,10 @@ def claim_relevance(
         check_vector(query_doc_sim, "query_doc_sim", n_d, " (one per doc)")
     arrays["query_doc_sim"] = query_doc_sim
     # Offsets count for the output type too (a tensor in, a tensor out), as in segmented_cosine.
-    p = plan({**arrays, "doc_offsets": doc_offsets, "claim_offsets": claim_offsets}, backend)
-    if p.backend == "triton":
-        from ..triton_ops.claim_relevance import claim_relevance as launch
-
+    p = plan({**arrays, "doc_offsets": doc_offsets, "claim_offsets": claim_offsets}, backend, "claim_relevance")
+    if p.backend in ("triton", "torch"):
         t, device = torch_float32(p, arrays, check_finite)
-        out = launch(
+        out = launcher(p, "claim_relevance")(
             t["query_emb"], t["doc_emb"], to_torch_index(d_off, device), t["claim_emb"],
             to_torch_index(c_off, device), t.get("query_doc_sim"), clip,
         )

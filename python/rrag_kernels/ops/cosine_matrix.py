@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import reference
-from ._dispatch import core_module, finish, numpy_float32, plan, torch_float32
+from ._dispatch import core_module, finish, launcher, numpy_float32, plan, torch_float32
 from ._memory import check_memory_budget
 from ._validation import check_bool, check_matrices
 
@@ -23,7 +23,7 @@ def cosine_matrix(a: Any, b: Any, *, check_finite: bool = True, backend: str | N
     b : array, shape (m, d), float16/32/64
     check_finite : bool
         Raise ValueError on NaN/inf inputs.
-    backend : {None, "auto", "reference", "cpp", "triton"}
+    backend : {None, "auto", "reference", "cpp", "triton", "torch"}
 
     Returns
     -------
@@ -34,12 +34,10 @@ def cosine_matrix(a: Any, b: Any, *, check_finite: bool = True, backend: str | N
     arrays = {"a": a, "b": b}
     check_matrices(arrays)
     check_memory_budget(4 * int(a.shape[0]) * int(b.shape[0]), "b", "the (len(a), len(b)) float32 output")
-    p = plan(arrays, backend)
-    if p.backend == "triton":
-        from ..triton_ops.cosine_matrix import cosine_matrix as launch
-
+    p = plan(arrays, backend, "cosine_matrix")
+    if p.backend in ("triton", "torch"):
         t, _ = torch_float32(p, arrays, check_finite)
-        return finish(launch(t["a"], t["b"]), p)
+        return finish(launcher(p, "cosine_matrix")(t["a"], t["b"]), p)
     x = numpy_float32(p, arrays, check_finite)
     if p.backend == "cpp":
         out = core_module().cosine_matrix(x["a"], x["b"], check_finite)

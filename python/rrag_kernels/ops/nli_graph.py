@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import reference
-from ._dispatch import Plan, core_cached, finish, numpy_cpp, plan, triton_device
+from ._dispatch import Plan, core_cached, finish, launcher, numpy_cpp, plan, torch_device
 from ._memory import check_memory_budget
 from ._validation import (
     LABELS,
@@ -112,7 +112,7 @@ def nli_graph(
         What each probability column is (see :func:`label_columns`); default
         ``("entailment", "neutral", "contradiction")``.
     reduce : {"max", "mean"}
-    backend : {None, "auto", "reference", "cpp", "triton"}
+    backend : {None, "auto", "reference", "cpp", "triton", "torch"}
 
     Returns
     -------
@@ -145,9 +145,9 @@ def nli_graph(
     for name, x in (("probs_fwd", f_in), ("probs_bwd", b_in)):
         check_dtype_kind(x, name, "f", "a floating-point array")
         check_shape(x, name, (n_pairs, 3), " (len(i), 3)")
-    p = plan({"i": i_in, "j": j_in, "probs_fwd": f_in, "probs_bwd": b_in}, backend)
-    if p.backend == "triton":
-        out = _nli_graph_triton(p, i_in, j_in, f_in, b_in, n_claims, entail_col, contr_col, mean)
+    p = plan({"i": i_in, "j": j_in, "probs_fwd": f_in, "probs_bwd": b_in}, backend, "nli_graph")
+    if p.backend in ("triton", "torch"):
+        out = _nli_graph_on_torch(p, i_in, j_in, f_in, b_in, n_claims, entail_col, contr_col, mean)
         return NliGraph(*(finish(x, p) for x in out))
     ii, jj = as_index(i_in, "i"), as_index(j_in, "j")
     fwd = as_buffer(to_numpy(f_in), np.float64)
@@ -169,12 +169,11 @@ def _check_values(i: Any, j: Any, fwd: Any, bwd: Any, n_claims: int) -> None:
     check_probabilities(bwd, "probs_bwd")
 
 
-def _nli_graph_triton(p: Plan, i, j, fwd, bwd, n_claims, entail_col, contr_col, mean):
+def _nli_graph_on_torch(p: Plan, i, j, fwd, bwd, n_claims, entail_col, contr_col, mean):
     import torch
 
-    from ..triton_ops.nli_graph import nli_graph as launch
-
-    device = p.device if p.device is not None and p.device.type == "cuda" else triton_device()
+    launch = launcher(p, "nli_graph")
+    device = torch_device(p)
 
     def tensor(x, dtype):
         if not is_torch_tensor(x):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import reference
-from ._dispatch import core_module, finish, numpy_float32, plan, to_torch_index, torch_float32
+from ._dispatch import core_module, finish, launcher, numpy_float32, plan, to_torch_index, torch_float32
 from ._validation import as_offsets, check_bool, check_matrices
 
 __all__ = ["segmented_cosine"]
@@ -25,7 +25,7 @@ def segmented_cosine(
     doc_offsets : integer array, shape (Q + 1,)
         The docs of query ``q`` are ``docs[doc_offsets[q]:doc_offsets[q + 1]]``.
     check_finite : bool
-    backend : {None, "auto", "reference", "cpp", "triton"}
+    backend : {None, "auto", "reference", "cpp", "triton", "torch"}
 
     Returns
     -------
@@ -35,11 +35,10 @@ def segmented_cosine(
     arrays = {"queries": queries, "docs": docs}
     check_matrices(arrays)
     offsets = as_offsets(doc_offsets, "doc_offsets", int(queries.shape[0]), int(docs.shape[0]))
-    p = plan({**arrays, "doc_offsets": doc_offsets}, backend)
-    if p.backend == "triton":
-        from ..triton_ops.segmented_cosine import segmented_cosine as launch
-
+    p = plan({**arrays, "doc_offsets": doc_offsets}, backend, "segmented_cosine")
+    if p.backend in ("triton", "torch"):
         t, device = torch_float32(p, arrays, check_finite)
+        launch = launcher(p, "segmented_cosine")
         return finish(launch(t["queries"], t["docs"], to_torch_index(offsets, device)), p)
     x = numpy_float32(p, arrays, check_finite)
     if p.backend == "cpp":

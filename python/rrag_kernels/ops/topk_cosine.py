@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import reference
-from ._dispatch import core_module, finish, numpy_float32, plan, torch_float32
+from ._dispatch import core_module, finish, launcher, numpy_float32, plan, torch_float32
 from ._memory import check_memory_budget
 from ._validation import check_bool, check_int, check_matrices
 
@@ -28,7 +28,7 @@ def topk_cosine(
     corpus : array, shape (N, d), float16/32/64
     k : int, 1 <= k <= N
     check_finite : bool
-    backend : {None, "auto", "reference", "cpp", "triton"}
+    backend : {None, "auto", "reference", "cpp", "triton", "torch"}
 
     Returns
     -------
@@ -40,12 +40,10 @@ def topk_cosine(
     check_matrices(arrays)
     k = check_int(k, "k", minimum=1, maximum=int(corpus.shape[0]), maximum_is="len(corpus)")
     check_memory_budget(12 * int(queries.shape[0]) * k, "k", "the (len(queries), k) outputs")
-    p = plan(arrays, backend)
-    if p.backend == "triton":
-        from ..triton_ops.topk_cosine import topk_cosine as launch
-
+    p = plan(arrays, backend, "topk_cosine")
+    if p.backend in ("triton", "torch"):
         t, _ = torch_float32(p, arrays, check_finite)
-        scores, indices = launch(t["queries"], t["corpus"], k)
+        scores, indices = launcher(p, "topk_cosine")(t["queries"], t["corpus"], k)
         return finish(scores, p), finish(indices, p)
     x = numpy_float32(p, arrays, check_finite)
     if p.backend == "cpp":

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import reference
-from ._dispatch import Plan, core_module, finish, numpy_float32, plan, to_torch_index, torch_float32
+from ._dispatch import Plan, core_module, finish, launcher, numpy_float32, plan, to_torch_index, torch_float32
 from ._memory import check_memory_budget
 from ._validation import (
     array_like,
@@ -62,7 +62,7 @@ def triple_reliability(
     k : int >= 1
         May exceed T (the rest is padding); the (B, k) outputs must fit the memory budget.
     check_finite : bool
-    backend : {None, "auto", "reference", "cpp", "triton"}
+    backend : {None, "auto", "reference", "cpp", "triton", "torch"}
 
     Returns
     -------
@@ -80,7 +80,7 @@ def triple_reliability(
         shaped = array_like(used, "used")
         check_shape(shaped, "used", (n_chains, n_triples), " (len(query_emb), len(triple_emb))")
         flat_used = as_bool(shaped.reshape(-1), "used", n_chains * n_triples)
-    p = plan({**arrays, "credibility": credibility, "used": used}, backend)
+    p = plan({**arrays, "credibility": credibility, "used": used}, backend, "triple_reliability")
     return _run(p, arrays, cred, None, flat_used, alpha, k, check_finite)
 
 
@@ -117,7 +117,7 @@ def triple_reliability_segmented(
         slices. None: nothing used.
     k : int >= 1
     check_finite : bool
-    backend : {None, "auto", "reference", "cpp", "triton"}
+    backend : {None, "auto", "reference", "cpp", "triton", "torch"}
 
     Returns
     -------
@@ -142,7 +142,7 @@ def triple_reliability_segmented(
         total = int(sizes[questions].sum())
         flat_used = as_bool(used, "used", total, " (sum of n(chain_question[b]) over the chains)")
     p = plan({**arrays, "credibility": credibility, "triple_offsets": triple_offsets,
-              "chain_question": chain_question, "used": used}, backend)
+              "chain_question": chain_question, "used": used}, backend, "triple_reliability_segmented")
     return _run(p, arrays, cred, (offsets, questions), flat_used, alpha, k, check_finite)
 
 
@@ -167,16 +167,16 @@ def _run(p: Plan, arrays: dict[str, Any], cred: np.ndarray, segments: tuple[np.n
     if p.backend != "cpp":
         # The C++ kernel checks the values itself.
         check_in_range(cred, "credibility", 0.0, 10.0)
-    if p.backend == "triton":
+    if p.backend in ("triton", "torch"):
         import torch
 
-        from ..triton_ops.triple_reliability import triple_reliability as launch_single
-        from ..triton_ops.triple_reliability import triple_reliability_segmented as launch_segmented
-
-        # The kernel writes a (B, largest question) score matrix padded with -inf, then sorts it.
-        width = n_triples if segments is None else int(np.diff(segments[0])[segments[1]].max(initial=0))
-        check_memory_budget(16 * n_chains * width, "triple_emb" if segments is None else "triple_offsets",
-                            "the Triton backend's (len(query_emb), largest question) score matrix and its sort")
+        launch_single = launcher(p, "triple_reliability")
+        launch_segmented = launcher(p, "triple_reliability_segmented")
+        if p.backend == "triton":
+            # The kernel writes a (B, largest question) score matrix padded with -inf, then sorts it.
+            width = n_triples if segments is None else int(np.diff(segments[0])[segments[1]].max(initial=0))
+            check_memory_budget(16 * n_chains * width, "triple_emb" if segments is None else "triple_offsets",
+                                "the Triton backend's (len(query_emb), largest question) score matrix and its sort")
         t, device = torch_float32(p, arrays, check_finite)
         t_cred = torch.from_numpy(cred).to(device)
         t_used = None if used is None else torch.from_numpy(used).to(device)

@@ -28,7 +28,8 @@ import triton
 import triton.language as tl
 
 from .cosine_matrix import device_of, inverse_norms
-from .segmented_cosine import segment_owners, segmented_cosine_with_norms
+from ..torch_ops.common import segment_owners
+from .segmented_cosine import segmented_cosine_with_norms
 
 __all__ = ["claim_relevance"]
 

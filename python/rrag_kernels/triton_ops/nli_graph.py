@@ -10,7 +10,8 @@ an FMA contraction rounds the same), then ``max`` or ``(a + b) * 0.5`` across di
 So the outputs equal the C++ and reference outputs bitwise.
 
 Per-claim counts and the CSR adjacency are integer bookkeeping, done with torch on the same
-device (``bincount``, ``cumsum`` and stable sorts): deterministic, and exact.
+device (``torch_ops.nli_graph.graph_structure``: ``bincount``, ``cumsum`` and stable sorts):
+deterministic, and exact.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..torch_ops.nli_graph import graph_structure
 from .cosine_matrix import device_of
 
 __all__ = ["nli_graph"]
@@ -104,21 +106,4 @@ def nli_graph(
                 probs_fwd, probs_bwd, w_supp, w_contr, kind, n_pairs,
                 ENTAIL_COL=entail_col, CONTR_COL=contr_col, MEAN=bool(mean), BLOCK=BLOCK, num_warps=NUM_WARPS,
             )
-    i = i.to(device=device, dtype=torch.int64)
-    j = j.to(device=device, dtype=torch.int64)
-    sup, con = kind == 1, kind == -1
-    support_count = torch.bincount(i[sup], minlength=n_claims) + torch.bincount(j[sup], minlength=n_claims)
-    contradiction_count = torch.bincount(i[con], minlength=n_claims) + torch.bincount(j[con], minlength=n_claims)
-
-    edges = torch.nonzero(kind != 0).reshape(-1)
-    rows = torch.cat([i[edges], j[edges]])
-    others = torch.cat([j[edges], i[edges]])
-    eids = torch.cat([edges, edges])
-    # Order by (row, neighbor, edge id): stable sorts from the last key to the first.
-    perm = torch.sort(eids, stable=True).indices
-    perm = perm[torch.sort(others[perm], stable=True).indices]
-    perm = perm[torch.sort(rows[perm], stable=True).indices]
-    indptr = torch.zeros(n_claims + 1, dtype=torch.int64, device=device)
-    indptr[1:] = torch.cumsum(torch.bincount(rows, minlength=n_claims), 0)
-    return (w_supp, w_contr, kind, support_count.to(torch.int64), contradiction_count.to(torch.int64), indptr,
-            others[perm].contiguous(), eids[perm].contiguous())
+    return (w_supp, w_contr, kind, *graph_structure(i, j, kind, n_claims))

@@ -19,9 +19,10 @@ import torch
 import triton
 import triton.language as tl
 
+from ..torch_ops.common import segment_owners
 from .cosine_matrix import device_of, inverse_norms
 
-__all__ = ["segment_owners", "segmented_cosine", "segmented_cosine_with_norms"]
+__all__ = ["segmented_cosine", "segmented_cosine_with_norms"]
 
 BLOCK_D = 8
 BLOCK_K = 256
@@ -60,25 +61,6 @@ def _segmented_cosine_kernel(
         y = tl.load(q_ptrs + k0, mask=mask, other=0.0) * inv_q[:, None]
         acc += tl.sum(x * y, axis=1)
     tl.store(out_ptr + docs, acc, mask=doc_mask)
-
-
-def segment_owners(offsets: torch.Tensor, n_rows: int) -> torch.Tensor:
-    """Owning segment of each row of a CSR layout, built on device without a host sync.
-
-    Parameters
-    ----------
-    offsets : torch.Tensor, shape (Q + 1,), int64
-        Valid CSR offsets (``offsets[0] == 0``, non-decreasing, ``offsets[-1] == n_rows``).
-    n_rows : int
-
-    Returns
-    -------
-    torch.Tensor, shape (n_rows,), int64
-        ``out[j] = q`` such that ``offsets[q] <= j < offsets[q + 1]``.
-    """
-    rows = torch.arange(n_rows, dtype=torch.int64, device=offsets.device)
-    # right=True skips the repeated offsets of empty segments.
-    return torch.searchsorted(offsets.contiguous(), rows, right=True) - 1
 
 
 def segmented_cosine_with_norms(

@@ -42,6 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..torch_ops.common import decode_keys, encode_keys
 from .cosine_matrix import cosine_matrix_with_norms, device_of, inverse_norms
 
 __all__ = ["MAX_K_PAD", "topk_cosine"]
@@ -63,9 +64,6 @@ MAX_GRID_DIM_1 = 65535
 PROGRAMS_PER_SM = 2
 # Stage-1 programs aimed for without a GPU (interpreter): a few chunks, so stage 2 runs.
 INTERPRETER_PROGRAMS = 4
-
-_LOW_MASK = 0xFFFFFFFF
-_MAG_MASK = 0x7FFFFFFF
 
 
 @triton.jit
@@ -178,22 +176,6 @@ def _topk_cosine_merge_kernel(
     tl.store(indices_ptr + out_offsets, index, mask=out_mask)
 
 
-def _encode_keys(scores: torch.Tensor, first_index: int) -> torch.Tensor:
-    """Torch twin of ``_topk_cosine_encode`` for a (Q, R) block of rows first_index.. ."""
-    scores = torch.where(scores == 0.0, torch.zeros_like(scores), scores).contiguous()
-    bits = scores.view(torch.int32)
-    mono = bits ^ ((bits >> 31) & _MAG_MASK)
-    index = torch.arange(first_index, first_index + scores.shape[1], dtype=torch.int64, device=scores.device)
-    return (mono.to(torch.int64) << 32) | (_LOW_MASK - index)
-
-
-def _decode_keys(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Torch twin of ``_topk_cosine_decode``."""
-    mono = (keys >> 32).to(torch.int32)
-    bits = mono ^ ((mono >> 31) & _MAG_MASK)
-    return bits.view(torch.float32), _LOW_MASK - (keys & _LOW_MASK)
-
-
 def _topk_large_k(
     queries: torch.Tensor,
     corpus: torch.Tensor,
@@ -211,9 +193,9 @@ def _topk_large_k(
     for r0 in range(0, n_rows, chunk_rows):
         r1 = min(r0 + chunk_rows, n_rows)
         scores = cosine_matrix_with_norms(queries, corpus[r0:r1], inv_q, inv_x[r0:r1])
-        keys = torch.cat([best, _encode_keys(scores, r0)], dim=1)
+        keys = torch.cat([best, encode_keys(scores, r0)], dim=1)
         best = torch.topk(keys, min(k, keys.shape[1]), dim=1, sorted=True).values
-    scores, indices = _decode_keys(best)
+    scores, indices = decode_keys(best)
     return scores.contiguous(), indices.contiguous()
 
 

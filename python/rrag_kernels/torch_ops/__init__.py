@@ -1,0 +1,72 @@
+"""The ops as plain torch formulations: cuBLAS (or the CPU BLAS) underneath, our contract on top.
+
+For CUDA tensors a plain-torch formulation is the baseline our Triton kernels must beat, and
+where they do not (``results/gpu.csv``) it is what ``backend="auto"`` runs
+(:mod:`rrag_kernels.ops` picks per op: ``rrag info`` shows the choice). It keeps the
+contract of every backend: results within the float32 tolerance of the float64 reference,
+zero vectors give 0, exact tie order (lower index first) for the top-k ops, no (Q, N)
+matrix for ``topk_cosine`` (bounded blocks), the same outputs and padding.
+
+One file per kernel: ``<k>.py`` holds the launcher ``<k>`` (``common.py``: helpers the Triton
+launchers share). Launchers receive already-validated, contiguous float32 tensors on one
+device (CPU or CUDA) and return tensors there; validation lives in ``rrag_kernels.ops``.
+Importing this package never imports torch; the launchers load on first use
+(:func:`get_launcher`).
+
+The matrix products follow torch's float32 matmul precision: with TF32 allowed
+(``torch.set_float32_matmul_precision("high")``) cuBLAS rounds the inputs to TF32 and the
+results leave the contract's tolerance, so ``auto`` then runs the Triton kernels (IEEE dots).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any, Callable
+
+__all__ = ["OP_NAMES", "get_launcher", "is_available", "ieee_matmul"]
+
+OP_NAMES: tuple[str, ...] = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine", "nli_graph",
+                             "triple_reliability", "triple_reliability_segmented")
+
+
+def is_available() -> bool:
+    """Whether torch can be imported.
+
+    Returns
+    -------
+    bool
+    """
+    return importlib.util.find_spec("torch") is not None
+
+
+def ieee_matmul() -> bool:
+    """Whether torch's float32 matrix products are IEEE (``"highest"``, torch's default).
+
+    Returns
+    -------
+    bool
+    """
+    import torch
+
+    return torch.get_float32_matmul_precision() == "highest"
+
+
+def get_launcher(name: str) -> Callable[..., Any]:
+    """The launcher of op ``name`` (imports torch on first use).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`OP_NAMES`.
+
+    Returns
+    -------
+    callable
+    """
+    if name not in OP_NAMES:
+        raise ValueError(f"name: unknown torch op {name!r}; expected one of {OP_NAMES}")
+    if not is_available():
+        raise RuntimeError(f"{name}: the torch backend needs torch installed (pip install torch)")
+    module = importlib.import_module(f"{__name__}.{name.removesuffix('_segmented')}")
+    return getattr(module, name)
