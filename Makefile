@@ -4,9 +4,9 @@
 #   make test   install what the tests need and run the fast tier (every kernel in every
 #               backend on small sizes, every pipeline, the adapters, CLI and server, the
 #               docs' examples)
-#   make test-all   the fast tier, then the thorough ones (slow tests, the thorough property
-#               profile, the wheel smoke test, the ASan/UBSan and TSan builds, the docs site):
-#               what CI (.ci/run) runs; make test-interp: the interpreter-heavy Triton cases
+#   make test-all   the fast tier, then the thorough ones (slow tests, the interpreter-heavy
+#               Triton cases, the thorough property profile, the wheel smoke test, the
+#               ASan/UBSan and TSan builds, the docs site): what CI (.ci/run) runs
 #   make docs   build the documentation site (docs/, mkdocs.yml) into site/, warnings as errors
 # Both create .venv and install torch==2.13.0 FIRST and alone: an unpinned torch (asked for
 # by any other package) would pull a multi-GB CUDA build.
@@ -54,6 +54,7 @@ test: install-test
 THOROUGH_EXAMPLES ?= 300
 test-all: test
 	$(PY) -m pytest -q -m slow
+	$(MAKE) --no-print-directory test-interp
 	RRAG_HYPOTHESIS_PROFILE=thorough RRAG_HYPOTHESIS_MAX_EXAMPLES=$(THOROUGH_EXAMPLES) \
 		$(PY) -m pytest -q --hypothesis-seed=0 tests/test_properties.py
 	tools/wheel_smoke.sh all
@@ -61,8 +62,8 @@ test-all: test
 	PY=$(PY) tools/sanitize.sh tsan
 	$(MAKE) docs
 
-# The Triton cases too slow for the interpreter (34 of them, ~80 s each on 2 cores: ~45 min),
-# which CUDA runs in full (benchmarks/gpu_check.py): not in test-all, which must fit CI's 90 min.
+# The Triton cases too slow for the fast tier's interpreter runs (34 of them, 28 run and 6 are
+# compiled-kernel properties: 3.5 min on 2 quiet cores); part of test-all.
 test-interp: install-test
 	RRAG_TEST_INTERP_HEAVY=1 $(PY) -m pytest -q -m interp_heavy -k triton
 

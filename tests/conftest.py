@@ -194,8 +194,8 @@ def backend(request) -> str:
         pytest.skip(reason)
     if name == "triton" and TRITON_INTERPRET and request.node.get_closest_marker("interp_heavy") \
             and os.environ.get("RRAG_TEST_INTERP_HEAVY") != "1":
-        pytest.skip("interp_heavy case: too slow for the Triton interpreter; smaller cases cover "
-                    "this backend here, and it runs in full on CUDA")
+        pytest.skip("interp_heavy case: seconds to minutes in the Triton interpreter; make test-all runs it "
+                    "(RRAG_TEST_INTERP_HEAVY=1), smaller cases cover this backend here")
     if name == "triton" and TRITON_INTERPRET and request.node.get_closest_marker("interp_inexact"):
         pytest.skip("interp_inexact: bitwise ties of identical rows are a property of the compiled "
                     "kernel; the interpreter's tl.dot (NumPy matmul) need not keep them")

@@ -17,7 +17,12 @@ on a real H200 for that reason. This check closes the gap:
 
 ``--strict-dot`` applies the strictest ``tl.dot`` size rule of the Triton releases we support
 (K >= 16 for 16- and 32-bit inputs, as in Triton 3.6) whatever the installed version's rule.
-Exit status 0 when every launch compiles, 1 otherwise; one line per kernel and target.
+Each compiled kernel's registers and stack bytes are read from its cubin (``cuobjdump
+--dump-resource-usage``, shipped in Triton's wheel): a kernel that spills registers fails the
+check. The line also says whether its PTX uses tensor cores (``wgmma`` on sm_90, ``mma.sync``)
+or none (the IEEE float32 dots run on the FMA units).
+Exit status 0 when every launch compiles without spills, 1 otherwise; one line per kernel
+and target.
 """
 
 from __future__ import annotations
@@ -81,7 +86,8 @@ def _record() -> list[dict]:
 
     kw = {"backend": "triton"}
     ops.cosine_matrix(emb(5, 24), emb(7, 24), **kw)
-    ops.segmented_cosine(emb(3, 24), emb(6, 24), t(np.array([0, 2, 4, 6])), **kw)
+    for d in (24, 384, 1024, 4096):  # the fused kernel's row widths: rows x warps change with d
+        ops.segmented_cosine(emb(3, d), emb(6, d), t(np.array([0, 2, 4, 6])), **kw)
     for sim, clip in ((None, True), (t(rng.random(6).astype(np.float32)), False)):
         ops.claim_relevance(emb(3, 24), emb(6, 24), t(np.array([0, 2, 4, 6])), emb(5, 24),
                             t(np.array([0, 2, 3, 5])), query_doc_sim=sim, clip=clip, **kw)
@@ -153,12 +159,35 @@ def compile_records(records: list[dict], arches: list[int]) -> list[tuple[str, i
                 src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
                 kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                                         options={"num_warps": rec["num_warps"]})
-                shared = kernel.metadata.shared
-                results.append((label, arch, True, f"shared {shared} B"))
+                regs, stack = _resource_usage(kernel.asm["cubin"])
+                mma = "wgmma" if "wgmma" in kernel.asm["ptx"] else "mma.sync" if "mma.sync" in kernel.asm["ptx"] \
+                    else "no tensor-core mma"
+                note = f"shared {kernel.metadata.shared} B, {regs} registers, {stack} B spilled, {mma}"
+                results.append((label, arch, stack == 0, note if stack == 0 else f"spills registers: {note}"))
             except Exception as exc:  # reported per launch; the others are still compiled
                 text = f"{type(exc).__name__}: {exc}".replace("\n", " | ")
                 results.append((label, arch, False, text[-600:]))
     return results
+
+
+def _resource_usage(cubin: bytes) -> tuple[int, int]:
+    """(registers per thread, stack bytes) of a cubin, read with the cuobjdump in Triton's
+    wheel; stack bytes above 0 are spilled registers."""
+    import re
+    import tempfile
+
+    from triton.backends.nvidia import compiler as nv
+
+    tool = Path(nv.__file__).parent / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        text = subprocess.run([str(tool), "--dump-resource-usage", str(path)], capture_output=True, text=True,
+                              check=True).stdout
+    found = re.search(r"REG:(\d+) STACK:(\d+)", text)
+    if found is None:
+        raise RuntimeError(f"cuobjdump printed no resource usage: {text[-300:]}")
+    return int(found[1]), int(found[2])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,11 +36,14 @@ __all__ = ["cosine_matrix", "cosine_matrix_with_norms", "device_of", "inverse_no
 # fastest of the grid there at issue 2's size. BLOCK_K >= 16: Triton <= 3.6 refuses a float32
 # tl.dot with K < 16 (tools/triton_compile_check.py --strict-dot checks it without a GPU).
 # 128 x 128 tiles, BLOCK_K 16 and 4 warps took 0.85 ms at 2048 x 8192 x 384 against 2.1 ms
-# for the earlier 64 x 64 / 8 / 8 warps (the ieee float32 dot runs on the FMA units).
+# for the earlier 64 x 64 / 8 / 8 warps (the ieee float32 dot runs on the FMA units). Compiled
+# by Triton 3.9 for sm_90 those 4 warps spill 592 B of registers (255 per thread; 8 warps still
+# spill 8 B), so 16 warps: 128 registers, no spill (tools/triton_compile_check.py; not yet
+# timed on a device).
 BLOCK_M = 128
 BLOCK_N = 128
 BLOCK_K = 16
-NUM_WARPS = 4
+NUM_WARPS = 16
 
 NORM_BLOCK_R = 8
 NORM_BLOCK_K = 128
