@@ -215,3 +215,25 @@ def test_hand_computed(backend):
                  [0.0, 2**-0.5, 0.0, -0.5], atol=1e-6, name="hand case, override")
     assert_close(rk.claim_relevance(*args, query_doc_sim=sim, clip=True, backend=backend),
                  [0.0, 2**-0.5, 0.0, 0.0], atol=1e-6, name="hand case, override, clipped")
+
+
+def test_torch_blocks_and_groups_match_the_reference(rng, monkeypatch):
+    """The torch formulation's planning at toy budgets: queries in padded groups, a query with
+    many claims beside one with many docs (its own blocks, not the product of both widths)."""
+    torch = pytest.importorskip("torch")
+    import importlib
+
+    module = importlib.import_module("rrag_kernels.torch_ops.claim_relevance")
+    monkeypatch.setattr(module, "BLOCK_ENTRIES", 64)
+    monkeypatch.setattr(module, "LARGE_ROWS", 5)
+    for _ in range(40):
+        n_q, d = int(rng.integers(1, 7)), int(rng.integers(1, 6))
+        docs, claims = rng.integers(0, 4, n_q), rng.integers(0, 4, n_q)
+        docs[rng.integers(n_q)], claims[rng.integers(n_q)] = rng.integers(0, 30), rng.integers(0, 30)
+        d_off, c_off = np.concatenate([[0], np.cumsum(docs)]), np.concatenate([[0], np.cumsum(claims)])
+        q, x, c = random_rows(rng, n_q, d), random_rows(rng, int(d_off[-1]), d), random_rows(rng, int(c_off[-1]), d)
+        sim = rng.uniform(-1, 1, int(d_off[-1])) if rng.random() < 0.5 else None
+        got = rk.claim_relevance(torch.from_numpy(q), torch.from_numpy(x), d_off, torch.from_numpy(c), c_off,
+                                 query_doc_sim=sim, backend="torch")
+        want = claim_relevance_ref(q, x, d_off, c, c_off, query_doc_sim=sim)
+        assert_close(got.numpy(), want, atol=1e-5, name="claim_relevance at toy budgets")

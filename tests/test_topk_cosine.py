@@ -94,7 +94,7 @@ def _grouped_corpus(rng, n, d, groups, q):
 @pytest.mark.parametrize("n,k", [(2, 2), (33, 33), (65, 7), (129, 16),
                                  pytest.param(129, 64, marks=HEAVY), pytest.param(200, 200, marks=HEAVY),
                                  pytest.param(3001, 300, marks=HEAVY), pytest.param(3001, 3001, marks=HEAVY)])
-@pytest.mark.interp_inexact
+@pytest.mark.bitwise_ties
 def test_duplicate_rows_tie_exactly_in_index_order(backend, rng, n, k):
     groups, d = 9, 17
     queries, corpus, vectors, group_of_row = _grouped_corpus(rng, n, d, groups, q=4)

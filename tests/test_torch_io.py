@@ -213,6 +213,28 @@ def test_cuda_choice_keeps_the_accuracy_contract(torch, monkeypatch):
     assert {_dispatch.cuda_choice(op) for op in _dispatch.CUDA_AUTO} == {"torch"}
 
 
+def test_tf32_through_torchs_new_precision_api_is_read_too(torch, monkeypatch):
+    """torch's legacy getter raises once the new fp32_precision API is used; the choice and
+    rrag info must read the new one instead of failing."""
+    from rrag_kernels import show_config, torch_ops, triton_ops
+    from rrag_kernels.ops import _dispatch
+
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("this torch has no fp32_precision API")
+    monkeypatch.setattr(_dispatch, "CUDA_AUTO", dict.fromkeys(_dispatch.CUDA_AUTO, "torch"))
+    before = torch.backends.cuda.matmul.fp32_precision
+    try:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        assert not torch_ops.ieee_matmul()
+        chosen = {op: _dispatch.cuda_choice(op) for op in _dispatch.CUDA_AUTO}
+        assert set(show_config()["cuda_auto"]) == set(_dispatch.CUDA_AUTO)
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before
+    assert torch_ops.ieee_matmul()
+    if triton_ops.is_available():
+        assert {op for op, c in chosen.items() if c == "triton"} == _dispatch.MATMUL_OPS
+
+
 def test_show_config_says_what_auto_runs_on_cuda(torch):
     from rrag_kernels import show_config
     from rrag_kernels.ops._dispatch import CUDA_AUTO

@@ -176,7 +176,7 @@ def _grouped_triples(rng, n, d, groups, b):
 
 @pytest.mark.parametrize("n,k", [(2, 2), (33, 33), (65, 7), (129, 16), (257, 40),
                                  pytest.param(300, 300, marks=HEAVY), pytest.param(1001, 64, marks=HEAVY)])
-@pytest.mark.interp_inexact
+@pytest.mark.bitwise_ties
 def test_identical_triples_tie_exactly_in_index_order(backend, rng, n, k):
     groups, d, b = 9, 17, 5
     alpha = 0.7  # the cosine term dominates: group reliabilities >~ 0.07 apart
@@ -608,3 +608,43 @@ def test_core_rechecks_values(core, rng):
         core.triple_reliability(q, triples, c, **dict(ok, k=2**62))
     with pytest.raises(TypeError, match=r"^credibility: expected dtype float64"):
         core.triple_reliability(q, triples, c.astype(np.float32), **ok)
+
+
+def test_torch_blocks_and_groups_match_the_reference(rng, monkeypatch):
+    """The torch formulation's planning at toy budgets: questions in padded groups (the last
+    one padded), a question with many chains or triples in its own column blocks."""
+    pytest.importorskip("torch")
+    import importlib
+
+    module = importlib.import_module("rrag_kernels.torch_ops.triple_reliability")
+    monkeypatch.setattr(module, "BLOCK_ENTRIES", 64)
+    monkeypatch.setattr(module, "LARGE_ROWS", 5)
+    for _ in range(40):
+        n_q, d, k = int(rng.integers(1, 6)), int(rng.integers(1, 6)), int(rng.integers(1, 35))
+        sizes = rng.integers(0, 4, n_q)
+        sizes[rng.integers(n_q)] = rng.integers(0, 30)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        chains = rng.integers(0, n_q, int(rng.integers(0, 12)))
+        q, t = random_rows(rng, len(chains), d), random_rows(rng, int(offsets[-1]), d)
+        cred = rng.integers(0, 3, int(offsets[-1])).astype(float)  # alpha 0 below: exact ties
+        used = rng.random(int(sizes[chains].sum())) < 0.4 if rng.random() < 0.7 else None
+        for alpha in (0.0, 0.4):
+            got = rk.triple_reliability_segmented(q, t, cred, offsets, chains, alpha=alpha, used=used, k=k,
+                                                  backend="torch")
+            want = rk.triple_reliability_segmented(q, t, cred, offsets, chains, alpha=alpha, used=used, k=k,
+                                                   backend="reference")
+            if alpha == 0.0:
+                assert np.array_equal(got[1], want[1]), "alpha 0: the exact tie order"
+            np.testing.assert_allclose(got[0], want[0], atol=1e-5, err_msg="scores at toy budgets")
+
+
+def test_torch_an_inf_embedding_never_turns_an_available_triple_into_padding():
+    # check_finite=False: the scores of the inf triple are unspecified, its index is not -1.
+    q = np.array([[1.0, 0.0]], np.float32)
+    t = np.array([[1.0, 0.0], [np.inf, 1.0], [0.0, 1.0]], np.float32)
+    used = np.array([[True, False, False]])
+    for backend in ("torch", "reference"):
+        with np.errstate(invalid="ignore"):  # inf / inf in the float64 reference
+            _, indices = rk.triple_reliability(q, t, np.full(3, 5.0), used=used, k=3, check_finite=False,
+                                               backend=backend)
+        assert indices[0].tolist() == [2, 1, -1], backend

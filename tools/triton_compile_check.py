@@ -86,7 +86,8 @@ def _record() -> list[dict]:
 
     kw = {"backend": "triton"}
     ops.cosine_matrix(emb(5, 24), emb(7, 24), **kw)
-    for d in (24, 384, 1024, 4096):  # the fused kernel's row widths: rows x warps change with d
+    # The fused kernel's row widths (rows x warps change with d), then the looped kernel's.
+    for d in (24, 384, 1024, 4096, 8193):
         ops.segmented_cosine(emb(3, d), emb(6, d), t(np.array([0, 2, 4, 6])), **kw)
     for sim, clip in ((None, True), (t(rng.random(6).astype(np.float32)), False)):
         ops.claim_relevance(emb(3, 24), emb(6, 24), t(np.array([0, 2, 4, 6])), emb(5, 24),

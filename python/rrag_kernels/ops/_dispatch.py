@@ -63,10 +63,14 @@ def cuda_choice(op: str) -> str:
     from .. import torch_ops, triton_ops
 
     choice = CUDA_AUTO[op]
-    if choice == "torch" and op in MATMUL_OPS and not torch_ops.ieee_matmul():
+    tf32 = op in MATMUL_OPS and not torch_ops.ieee_matmul()
+    if tf32:
         choice = "triton"
     if choice == "triton" and not triton_ops.is_available():
         choice = "torch"
+        if tf32:
+            warn_once("auto-tf32", "torch allows TF32 for float32 matrix products and Triton is not installed: "
+                                   "the CUDA ops run cuBLAS with TF32, outside the float32 accuracy contract")
     return choice
 
 

@@ -13,6 +13,13 @@ device (CPU or CUDA) and return tensors there; validation lives in ``rrag_kernel
 Importing this package never imports torch; the launchers load on first use
 (:func:`get_launcher`).
 
+One property it keeps only on CUDA: identical rows score bitwise identically in the C++ and
+the compiled Triton kernels by construction; here every block of a blocked product has one
+shape (``common.padded_rows``), so cuBLAS runs one kernel and computes each element alike,
+but a CPU BLAS may round an element differently by its position in its tiles (one ulp), and
+duplicates of one row then rank by those bits rather than by index. Equal scores always rank
+lower index first.
+
 The matrix products follow torch's float32 matmul precision: with TF32 allowed
 (``torch.set_float32_matmul_precision("high")``) cuBLAS rounds the inputs to TF32 and the
 results leave the contract's tolerance, so ``auto`` then runs the Triton kernels (IEEE dots).
@@ -41,7 +48,9 @@ def is_available() -> bool:
 
 
 def ieee_matmul() -> bool:
-    """Whether torch's float32 matrix products are IEEE (``"highest"``, torch's default).
+    """Whether torch's float32 matrix products on CUDA are IEEE (torch's default), read from
+    ``torch.backends.cuda.matmul.fp32_precision`` where torch has it (the legacy getter
+    raises once the new API has been used), else ``get_float32_matmul_precision()``.
 
     Returns
     -------
@@ -49,6 +58,9 @@ def ieee_matmul() -> bool:
     """
     import torch
 
+    precision = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
+    if precision is not None:
+        return precision in ("ieee", "none")  # "none": unset, torch's IEEE default
     return torch.get_float32_matmul_precision() == "highest"
 
 

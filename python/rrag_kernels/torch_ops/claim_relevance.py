@@ -1,6 +1,6 @@
 """``claim_relevance`` in torch: batched matrix products over groups of queries, each query's
-claims and docs padded to the widest (``torch.bmm``), then a masked max; a query too large to
-pad runs alone in claim x doc blocks. No (C, D) matrix is formed, and the planning stays on
+claims and docs padded to the widest (``torch.bmm``; groups sized to BLOCK_ENTRIES), then a
+masked max; a query with more than LARGE_ROWS claims or docs runs alone in claim x doc blocks. No (C, D) matrix is formed, and the planning stays on
 the device but for three sizes (no per-query host loop)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from .segmented_cosine import segmented_cosine
 
 __all__ = ["claim_relevance"]
 
-#: A query whose padded block exceeds this many entries runs alone (so one huge query does not
-#: widen every query's padding).
-LARGE_QUERY_ENTRIES = BLOCK_ENTRIES // 16
+#: A query with more claims or more docs than this runs alone, in blocks, so that no query
+#: widens the others' padding beyond LARGE_ROWS x LARGE_ROWS.
+LARGE_ROWS = 1024
 
 
 def claim_relevance(
@@ -54,9 +54,8 @@ def claim_relevance(
     dim = max(1, claim_emb.shape[1])
     c_start, d_start = claim_offsets[:-1], doc_offsets[:-1]
     n_c, n_d = claim_offsets[1:] - c_start, doc_offsets[1:] - d_start
-    cost = n_c * n_d + (n_c + n_d) * dim  # entries of a query's padded block
     active = (n_c > 0) & (n_d > 0)
-    large = active & (cost > LARGE_QUERY_ENTRIES)
+    large = active & ((n_c > LARGE_ROWS) | (n_d > LARGE_ROWS))
     for q in torch.nonzero(large).reshape(-1).tolist():  # each alone, in blocks
         c0, c1, d0, d1 = (int(v) for v in (c_start[q], claim_offsets[q + 1], d_start[q], doc_offsets[q + 1]))
         _one_large_query(out, unit_c[c0:c1], unit_d[d0:d1], sim[d0:d1], c0, dim)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["BLOCK_ENTRIES", "decode_keys", "encode_keys", "normalized", "segment_owners"]
+__all__ = ["BLOCK_ENTRIES", "decode_keys", "encode_keys", "normalized", "padded_rows", "segment_owners"]
 
 #: Entries of the largest intermediate block a torch formulation forms at once (float32:
 #: 64 MiB); the results do not depend on it.
@@ -20,7 +20,11 @@ _MAG_MASK = 0x7FFFFFFF
 
 
 def normalized(x: torch.Tensor) -> torch.Tensor:
-    """Each row divided by its L2 norm (a zero row stays zero), computed in float64.
+    """Each row divided by its L2 norm (a zero row stays zero).
+
+    The row is first divided by its largest magnitude, so the squares neither overflow nor
+    underflow float32: a row of tiny (even subnormal) or huge entries gets the float64
+    reference's direction. Two float32 temporaries of x's size, no wider copy.
 
     Parameters
     ----------
@@ -30,9 +34,29 @@ def normalized(x: torch.Tensor) -> torch.Tensor:
     -------
     torch.Tensor, shape (n, d), float32, on ``x.device``
     """
-    wide = x.to(torch.float64)
-    norm = torch.linalg.vector_norm(wide, dim=1, keepdim=True)
-    return torch.where(norm > 0, wide / torch.where(norm > 0, norm, 1.0), 0.0).to(torch.float32)
+    scale = x.abs().amax(dim=1, keepdim=True) if x.shape[1] else torch.zeros((x.shape[0], 1), device=x.device)
+    scaled = x / torch.where(scale > 0, scale, 1.0)
+    norm = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
+    return scaled.div_(torch.where(norm > 0, norm, 1.0))
+
+
+def padded_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
+    """``x`` with zero rows appended up to ``rows``: every block of a blocked matrix product
+    then has one shape, so cuBLAS runs one kernel and computes every element in the same
+    order, and identical rows get bitwise identical scores in every block.
+
+    Parameters
+    ----------
+    x : torch.Tensor, shape (n, d), n <= rows
+    rows : int
+
+    Returns
+    -------
+    torch.Tensor, shape (rows, d)
+    """
+    if x.shape[0] == rows:
+        return x
+    return torch.cat([x, x.new_zeros((rows - x.shape[0], x.shape[1]))])
 
 
 def segment_owners(offsets: torch.Tensor, n_rows: int) -> torch.Tensor:
@@ -67,7 +91,10 @@ def encode_keys(scores: torch.Tensor, first_index: int | torch.Tensor) -> torch.
     -------
     torch.Tensor, shape (Q, R), int64
     """
-    scores = torch.where(scores == 0.0, torch.zeros_like(scores), scores).contiguous()
+    # One zero (-0.0 is 0.0), and a NaN (an inf input with check_finite=False; its sign bit
+    # is arbitrary) below every finite score but above -inf, the used / padding sentinel.
+    scores = torch.where(scores == 0.0, torch.zeros_like(scores), scores)
+    scores = torch.where(torch.isnan(scores), torch.finfo(torch.float32).min, scores).contiguous()
     bits = scores.view(torch.int32)
     mono = bits ^ ((bits >> 31) & _MAG_MASK)
     if isinstance(first_index, int):

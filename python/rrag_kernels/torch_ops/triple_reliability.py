@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import torch
 
-from .common import BLOCK_ENTRIES, decode_keys, encode_keys, normalized
+from .common import BLOCK_ENTRIES, decode_keys, encode_keys, normalized, padded_rows
 
 __all__ = ["triple_reliability", "triple_reliability_segmented"]
 
-#: A question whose padded block exceeds this many entries runs alone, in blocks.
-LARGE_QUESTION_ENTRIES = BLOCK_ENTRIES // 16
+#: A question with more chains or more triples than this runs alone, in blocks, so that no
+#: question widens the others' padding beyond LARGE_ROWS x LARGE_ROWS.
+LARGE_ROWS = 1024
 
 
 def triple_reliability_segmented(
@@ -62,8 +63,7 @@ def triple_reliability_segmented(
     group_start = torch.cumsum(n_b, 0) - n_b
     first, n_t = triple_offsets[:-1][questions], sizes[questions]
     dim = max(1, query_emb.shape[1])
-    cost = n_b * n_t + (n_b + n_t) * dim  # entries of a question's padded block
-    large = (n_t > 0) & (cost > LARGE_QUESTION_ENTRIES)
+    large = (n_t > 0) & ((n_b > LARGE_ROWS) | (n_t > LARGE_ROWS))
     for g in torch.nonzero(large).reshape(-1).tolist():  # each alone, in blocks
         chains = order[int(group_start[g]):int(group_start[g] + n_b[g])]
         lo, hi = int(first[g]), int(first[g] + n_t[g])
@@ -75,6 +75,10 @@ def triple_reliability_segmented(
         width_b, width_t = int(n_b[small].max()), int(n_t[small].max())
         group = max(1, BLOCK_ENTRIES // (width_b * width_t + (width_b + width_t) * dim))
         local = torch.arange(width_t, dtype=torch.int64, device=device)
+        if small.numel() > group and small.numel() % group:
+            # The last group padded with repeats of its last question (written twice, alike):
+            # one batched-product shape for every group.
+            small = torch.cat([small, small[-1:].expand(group - small.numel() % group)])
         for g0 in range(0, small.numel(), group):
             g = small[g0:g0 + group]
             slot_idx, slot_valid = _padded(group_start[g], n_b[g], width_b)
@@ -117,7 +121,10 @@ def _question_top_keys(unit_q, unit_t, w, alpha, k, used):
     best = torch.empty((n_b, 0), dtype=torch.int64, device=unit_q.device)
     for c0 in range(0, n, cols):
         c1 = min(c0 + cols, n)
-        block = torch.addmm(w[c0:c1][None, :], unit_q, unit_t[c0:c1].T, alpha=alpha)
+        rows, bias = unit_t[c0:c1], w[c0:c1]
+        if n > cols:  # the last block padded: one product shape for every block
+            rows, bias = padded_rows(rows, cols), padded_rows(bias[:, None], cols)[:, 0]
+        block = torch.addmm(bias[None, :], unit_q, rows.T, alpha=alpha)[:, :c1 - c0]
         if used is not None:
             flags, start = used
             at = start[:, None] + torch.arange(c0, c1, dtype=torch.int64, device=unit_q.device)[None, :]

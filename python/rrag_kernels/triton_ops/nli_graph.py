@@ -77,22 +77,8 @@ def nli_graph(
 ) -> tuple[torch.Tensor, ...]:
     """Edge weights, kinds, per-claim counts and CSR adjacency on ``probs_fwd.device``.
 
-    Parameters
-    ----------
-    i, j : torch.Tensor, shape (P,), int64, validated ends (in range, no self-loops)
-    probs_fwd, probs_bwd : torch.Tensor, shape (P, 3), float64, contiguous, validated
-    n_claims : int
-    entail_col, contr_col : int
-        Columns of p_entail and p_contr.
-    mean : bool
-        Combine the two directions by ``(a + b) * 0.5`` instead of ``max``.
-
-    Returns
-    -------
-    tuple of torch.Tensor
-        ``(w_supp (P,) f64, w_contr (P,) f64, kind (P,) i8, support_count (n,) i64,
-        contradiction_count (n,) i64, indptr (n + 1,) i64, neighbors (2E',) i64,
-        edge_ids (2E',) i64)`` as in ``rrag_kernels.reference.nli_graph_ref``.
+    Arguments and results as :func:`rrag_kernels.torch_ops.nli_graph.nli_graph` (the same
+    contract; inputs already validated, on the CUDA device or the CPU under the interpreter).
     """
     device = probs_fwd.device
     n_pairs = int(probs_fwd.shape[0])

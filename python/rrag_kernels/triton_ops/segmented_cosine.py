@@ -155,17 +155,8 @@ def segmented_cosine_with_norms(
 def segmented_cosine(queries: torch.Tensor, docs: torch.Tensor, doc_offsets: torch.Tensor) -> torch.Tensor:
     """Cosine of each doc with the query that owns it.
 
-    Parameters
-    ----------
-    queries : torch.Tensor, shape (Q, d), float32, contiguous
-    docs : torch.Tensor, shape (D, d), float32, contiguous, same device
-    doc_offsets : torch.Tensor, shape (Q + 1,), int64
-        CSR offsets: the docs of query ``q`` are ``docs[doc_offsets[q]:doc_offsets[q + 1]]``.
-
-    Returns
-    -------
-    torch.Tensor, shape (D,), float32, on ``docs.device``
-        0 where the doc or its query is the zero vector.
+    Arguments and results as :func:`rrag_kernels.torch_ops.segmented_cosine.segmented_cosine` (the same
+    contract; inputs already validated, on the CUDA device or the CPU under the interpreter).
     """
     n_docs, dim = docs.shape
     if n_docs == 0:

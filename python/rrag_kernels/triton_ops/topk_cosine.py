@@ -219,20 +219,10 @@ def topk_cosine(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The k corpus rows most cosine-similar to each query, without a Q x N matrix.
 
-    Parameters
-    ----------
-    queries : torch.Tensor, shape (Q, d), float32, contiguous
-    corpus : torch.Tensor, shape (N, d), float32, contiguous, same device
-    k : int, 1 <= k <= N
-    chunk_rows : int, optional
-        Corpus rows per stage-1 program (rounded up to the tile size) or, for large k, per
-        scoring chunk. Only a tuning and testing knob: the result does not depend on it.
-
-    Returns
-    -------
-    scores : torch.Tensor, shape (Q, k), float32, descending along each row
-    indices : torch.Tensor, shape (Q, k), int64
-        Equal scores are ordered by lower corpus index first.
+    Arguments and results as :func:`rrag_kernels.torch_ops.topk_cosine.topk_cosine` (the same
+    contract; inputs already validated, on the CUDA device or the CPU under the interpreter),
+    except ``chunk_rows``: corpus rows per stage-1 program (rounded up to the tile size) or,
+    for large k, per scoring chunk; a tuning and testing knob the result does not depend on.
     """
     device = queries.device
     n_queries, dim = queries.shape

@@ -120,22 +120,8 @@ def triple_reliability_segmented(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each chain's top k triples of its own question by reliability.
 
-    Parameters
-    ----------
-    query_emb : torch.Tensor, shape (B, d), float32, contiguous
-    triple_emb : torch.Tensor, shape (T, d), float32, contiguous, same device
-    credibility : torch.Tensor, shape (T,), float64, values in [0, 10]
-    triple_offsets : torch.Tensor, shape (Q + 1,), int64, valid CSR offsets over the T triples
-    chain_question : torch.Tensor, shape (B,), int64, values in [0, Q)
-    used : torch.Tensor, shape (sum_b n(chain_question[b]),), bool, or None
-        Chain by chain, each chain's slice indexed by local triple position.
-    alpha : float in [0, 1]
-    k : int >= 1
-
-    Returns
-    -------
-    scores : torch.Tensor, shape (B, k), float32, descending, -inf padding
-    indices : torch.Tensor, shape (B, k), int64, global rows of ``triple_emb``, -1 padding
+    Arguments and results as :func:`rrag_kernels.torch_ops.triple_reliability.triple_reliability_segmented` (the same
+    contract; inputs already validated, on the CUDA device or the CPU under the interpreter).
     """
     device = query_emb.device
     n_chains, dim = query_emb.shape
