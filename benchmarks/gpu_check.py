@@ -51,6 +51,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kernel", action="append", metavar="NAME",
                         choices=("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine",
                                  "triple_reliability"))
+    parser.add_argument("--timing", default="call", choices=("call", "flushed"),
+                        help="call: each call as a user sees it, back to back (inputs may sit in L2); "
+                             "flushed: L2 overwritten before each call (the kernel from memory; "
+                             "CSV mode gpu-flushed)")
+    parser.add_argument("--no-checks", action="store_true", help="skip the edge checks (timings only)")
     parser.add_argument("--backends", nargs="+", default=["triton", "torch"], choices=("triton", "torch"),
                         help="the backends the edge checks run (default both)")
     parser.add_argument("--csv", type=Path, default=None,
@@ -114,6 +119,7 @@ class GpuCheck:
         self.rng = np.random.default_rng(0)
         self.kernels = args.kernel or list(bc.KERNELS) + ["triple_reliability"]
         self.backend = "triton"  # the backend the edge checks run (run_checks sets each in turn)
+        self._flush = None  # the L2 flush buffer of --timing flushed
 
     # ---------------------------------------------------------------- helpers
 
@@ -476,8 +482,15 @@ class GpuCheck:
                                     matmul_source=f"torch fp32 {n}^3, TF32 off")
 
     def cuda_time(self, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> list[float]:
-        """Milliseconds per call, each call bracketed by CUDA events."""
-        return self.harness.cuda_event_ms(self.torch, fn, repeats, warmup)
+        """Milliseconds per call, each call bracketed by CUDA events; with ``--timing flushed``
+        a buffer twice the L2's size is overwritten before each call, untimed."""
+        before = None
+        if self.args.timing == "flushed" and not self.dry:
+            if self._flush is None:
+                l2 = int(getattr(self.torch.cuda.get_device_properties(self.dev), "L2_cache_size", 0)) or 64 << 20
+                self._flush = self.torch.empty(2 * l2 // 4, dtype=self.torch.float32, device=self.dev)
+            before = self._flush.zero_
+        return self.harness.cuda_event_ms(self.torch, fn, repeats, warmup, before=before)
 
     def timer(self, providers: Sequence[Any], plan: Any, first_call_s: dict | None) -> dict:
         """harness-compatible timer: CUDA events on a GPU, wall clock in the dry run."""
@@ -615,12 +628,33 @@ class GpuCheck:
                 p = next(bc.problems(kernel, self.ref, {"dims": (d,), kernel: [size]}, self.rng))
                 case = harness.Case(p.kernel, p.shape, p.bytes, p.flops, self.gpu_providers(p),
                                     check=p.check, compare=p.compare)
-            results.append(harness.run_case(case, plan, rates, meta, "gpu", timer=self.timer))
+            mode = "gpu" if self.args.timing == "call" else "gpu-flushed"
+            results.append(harness.run_case(case, plan, rates, meta, mode, timer=self.timer))
             print(f"   [{self.elapsed():.0f} s elapsed]")
             del case
             if not self.dry:
                 self.torch.cuda.empty_cache()
         return results
+
+    @staticmethod
+    def suggest_cuda_auto(results: Sequence[Any]) -> dict[str, str]:
+        """What ``ops._dispatch.CUDA_AUTO`` should say from these timings: "triton" for a kernel
+        whose rrag-triton beat rrag-torch at every size timed, else "torch"; and each size where
+        rrag-auto fell below the best baseline."""
+        medians: dict[str, list[tuple[float, float]]] = {}
+        slow_auto = []
+        for res in results:
+            by_name = {row["provider"]: row for row in res.rows}
+            if "rrag-triton" in by_name and "rrag-torch" in by_name:
+                medians.setdefault(res.case.kernel, []).append(
+                    (float(by_name["rrag-triton"]["median_ms"]), float(by_name["rrag-torch"]["median_ms"])))
+            auto = by_name.get("rrag-auto")
+            if auto is not None and float(auto["speedup_vs_best_baseline"]) < 1.0:
+                slow_auto.append(f"{res.case.kernel} [{res.case.shape}] {float(auto['speedup_vs_best_baseline']):.2f}x")
+        choice = {kernel: "triton" if all(t < o for t, o in pairs) else "torch" for kernel, pairs in medians.items()}
+        print(f"\nCUDA_AUTO from these timings (ops/_dispatch.py): {choice}")
+        print("rrag-auto below the best baseline: " + ("; ".join(slow_auto) if slow_auto else "nowhere"))
+        return choice
 
     def device_name(self) -> str:
         if self.dry:
@@ -633,7 +667,7 @@ class GpuCheck:
     def run(self) -> int:
         print(f"gpu_check on {self.device_name()}; torch {self.torch.__version__}, "
               f"rrag_kernels {getattr(self.rrag, '__version__', '?')}")
-        checks = self.run_checks()
+        checks = [] if self.args.no_checks else self.run_checks()
         failed = [c for c in checks if not c.ok]
         results = []
         if not self.args.checks_only:
@@ -644,6 +678,7 @@ class GpuCheck:
                 self.harness.append_csv(path, [row for r in results for row in r.rows])
                 print(f"\nrows appended to {path}")
             self.harness.summarise(results)
+            self.suggest_cuda_auto(results)
             for r in results:
                 for name, why in r.skipped.items():
                     if name.startswith("rrag-"):

@@ -418,14 +418,18 @@ def measure_machine(threads: int, *, quick: bool = False) -> MachineRates:
 # --------------------------------------------------------------------------------------
 
 
-def cuda_event_ms(torch: Any, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> list[float]:
+def cuda_event_ms(torch: Any, fn: Callable[[], Any], repeats: int, warmup: int = 2,
+                  before: Callable[[], Any] | None = None) -> list[float]:
     """Milliseconds per call of ``fn`` on the current CUDA device, each call bracketed by CUDA
-    events (after ``warmup`` untimed calls)."""
+    events (after ``warmup`` untimed calls); ``before`` runs, untimed, ahead of each timed call
+    (e.g. an L2 flush)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     out = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
