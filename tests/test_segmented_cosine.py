@@ -106,3 +106,13 @@ def test_hand_computed(backend):
     docs = np.array([[1.0, 1.0], [-2.0, 0.0], [0.0, 5.0]], np.float32)
     out = rk.segmented_cosine(queries, docs, np.array([0, 2, 2, 3], np.int64), backend=backend)
     assert_close(out, [2**-0.5, -1.0, 1.0], atol=1e-6, name="segmented_cosine hand case")
+
+
+def test_rows_of_any_magnitude(backend, rng):
+    # Row scales from 1e-15 to 1e15 (the squared norms stay in float32's range, which the
+    # checks require: ops docs): the cosine does not depend on them.
+    counts = random_counts(rng, 9, max_count=6, empty_frac=0.2)
+    offsets = offsets_from_counts(counts)
+    queries = (rng.standard_normal((9, 33)) * 10.0 ** rng.uniform(-15, 15, (9, 1))).astype(np.float32)
+    docs = (rng.standard_normal((int(offsets[-1]), 33)) * 10.0 ** rng.uniform(-15, 15, (int(offsets[-1]), 1)))
+    _check(queries, docs.astype(np.float32), offsets, backend)

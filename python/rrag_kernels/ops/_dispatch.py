@@ -27,8 +27,11 @@ _warned: set[str] = set()
 #: plain-torch formulation of ``rrag_kernels.torch_ops``, cuBLAS underneath), whichever
 #: ``benchmarks/gpu_check.py`` measured faster on the device (``results/gpu.csv``). Last
 #: measured on an H200 (2026-12-04): every Triton kernel at 0.15-0.64x the torch baseline,
-#: so every op runs its torch formulation until a kernel is measured faster (issue 25).
-#: ``nli_graph`` was not timed; its torch formulation is the baseline itself.
+#: so every op runs its torch formulation until a kernel is measured faster (issue 25). The
+#: one-pass segmented_cosine and claim_relevance kernels written since are untimed on a
+#: device (and Triton there is 3.6, here 3.9): ``benchmarks/device_check.sh`` times them and
+#: prints the table its rows call for. ``nli_graph`` was not timed; its torch formulation is
+#: the baseline itself.
 CUDA_AUTO = {
     "cosine_matrix": "torch",
     "segmented_cosine": "torch",

@@ -1,7 +1,8 @@
 """``claim_relevance`` in torch: batched matrix products over groups of queries, each query's
 claims and docs padded to the widest (``torch.bmm``; groups sized to BLOCK_ENTRIES), then a
-masked max; a query with more than LARGE_ROWS claims or docs runs alone in claim x doc blocks. No (C, D) matrix is formed, and the planning stays on
-the device but for three sizes (no per-query host loop)."""
+masked max; a query with more than LARGE_ROWS claims or docs runs alone in claim x doc blocks.
+No (C, D) matrix is formed, and the planning stays on the device but for a few sizes (no
+per-query host loop)."""
 
 from __future__ import annotations
 

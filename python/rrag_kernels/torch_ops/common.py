@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["BLOCK_ENTRIES", "decode_keys", "encode_keys", "normalized", "padded_rows", "segment_owners"]
+__all__ = ["BLOCK_ENTRIES", "decode_keys", "encode_keys", "normalized", "padded_rows", "row_scales",
+           "segment_owners"]
 
 #: Entries of the largest intermediate block a torch formulation forms at once (float32:
 #: 64 MiB); the results do not depend on it.
@@ -19,12 +20,31 @@ _LOW_MASK = 0xFFFFFFFF
 _MAG_MASK = 0x7FFFFFFF
 
 
+def row_scales(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: the power of two ``p = 2**-e`` nearest 1 / ||x|| (exact in float32) and the
+    rescaled norm ``p * ||x||`` in [0.5, 1) (0 for a zero row); the norm is reduced in float64
+    (cast on load, no copy), which holds the sum of squares of any float32 row.
+
+    Parameters
+    ----------
+    x : torch.Tensor, shape (n, d), float32
+
+    Returns
+    -------
+    power, rescaled_norm : torch.Tensor, shape (n, 1), float32
+    """
+    norm = torch.linalg.vector_norm(x, dim=1, keepdim=True, dtype=torch.float64)
+    power = torch.ldexp(torch.ones_like(norm), (-torch.frexp(norm).exponent).clamp_(-126, 126))
+    return power.to(torch.float32), (norm * power).to(torch.float32)
+
+
 def normalized(x: torch.Tensor) -> torch.Tensor:
     """Each row divided by its L2 norm (a zero row stays zero).
 
-    The row is first divided by its largest magnitude, so the squares neither overflow nor
-    underflow float32: a row of tiny (even subnormal) or huge entries gets the float64
-    reference's direction. Two float32 temporaries of x's size, no wider copy.
+    The row is multiplied by the power of two of :func:`row_scales` (exact) and divided by the
+    rescaled norm in [0.5, 1): no reciprocal leaves float32's range, so a row of tiny (even
+    subnormal) or huge entries gets the float64 reference's direction. Three passes over x
+    (the norm, the multiply, the divide).
 
     Parameters
     ----------
@@ -34,10 +54,8 @@ def normalized(x: torch.Tensor) -> torch.Tensor:
     -------
     torch.Tensor, shape (n, d), float32, on ``x.device``
     """
-    scale = x.abs().amax(dim=1, keepdim=True) if x.shape[1] else torch.zeros((x.shape[0], 1), device=x.device)
-    scaled = x / torch.where(scale > 0, scale, 1.0)
-    norm = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
-    return scaled.div_(torch.where(norm > 0, norm, 1.0))
+    power, rescaled = row_scales(x)
+    return (x * power).div_(torch.where(rescaled > 0, rescaled, 1.0))
 
 
 def padded_rows(x: torch.Tensor, rows: int) -> torch.Tensor:

@@ -24,8 +24,8 @@ def topk_cosine(
     k : int, 1 <= k <= N
     chunk_rows : int, optional
         Corpus rows per block (default: as many as keep the (Q, rows) scores and the
-        (rows, d) normalised rows each within ``BLOCK_ENTRIES``, at least k). Only a tuning and testing knob: the result does not
-        depend on it.
+        (rows, d) normalised rows each within ``BLOCK_ENTRIES``, at least k). Only a tuning
+        and testing knob: the result does not depend on it.
 
     Returns
     -------
