@@ -224,10 +224,6 @@ def launcher(p: Plan, op: str):
         return torch_ops.get_launcher(op)
     from .. import triton_ops
 
-    if op == "triple_reliability_segmented":
-        from ..triton_ops.triple_reliability import triple_reliability_segmented
-
-        return triple_reliability_segmented
     return triton_ops.get_launcher(op)
 
 

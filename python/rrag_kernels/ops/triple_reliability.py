@@ -170,8 +170,7 @@ def _run(p: Plan, arrays: dict[str, Any], cred: np.ndarray, segments: tuple[np.n
     if p.backend in ("triton", "torch"):
         import torch
 
-        launch_single = launcher(p, "triple_reliability")
-        launch_segmented = launcher(p, "triple_reliability_segmented")
+        launch = launcher(p, "triple_reliability_segmented")
         if p.backend == "triton":
             # The kernel writes a (B, largest question) score matrix padded with -inf, then sorts it.
             width = n_triples if segments is None else int(np.diff(segments[0])[segments[1]].max(initial=0))
@@ -179,15 +178,12 @@ def _run(p: Plan, arrays: dict[str, Any], cred: np.ndarray, segments: tuple[np.n
                                 "the Triton backend's (len(query_emb), largest question) score matrix and its sort")
         t, device = torch_float32(p, arrays, check_finite)
         t_cred = torch.from_numpy(cred).to(device)
+        # ``used`` is flat either way: (B, T) row-major is the one question's chain-by-chain slices.
         t_used = None if used is None else torch.from_numpy(used).to(device)
-        if segments is None:
-            out = launch_single(
-                t["query_emb"], t["triple_emb"], t_cred,
-                None if t_used is None else t_used.view(n_chains, n_triples), alpha, k)
-        else:
-            out = launch_segmented(
-                t["query_emb"], t["triple_emb"], t_cred, to_torch_index(segments[0], device),
-                to_torch_index(segments[1], device), t_used, alpha, k)
+        offsets, questions = segments if segments is not None else (
+            np.array([0, n_triples], np.int64), np.zeros(n_chains, np.int64))  # the single form: one question
+        out = launch(t["query_emb"], t["triple_emb"], t_cred, to_torch_index(offsets, device),
+                     to_torch_index(questions, device), t_used, alpha, k)
         return finish(out[0], p), finish(out[1], p)
     x = numpy_float32(p, arrays, check_finite)
     if p.backend == "cpp":

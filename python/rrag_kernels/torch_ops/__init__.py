@@ -33,8 +33,9 @@ from typing import Any, Callable
 
 __all__ = ["OP_NAMES", "get_launcher", "is_available", "ieee_matmul"]
 
+#: The launchers; ``triple_reliability`` runs the segmented one with one question.
 OP_NAMES: tuple[str, ...] = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine", "nli_graph",
-                             "triple_reliability", "triple_reliability_segmented")
+                             "triple_reliability_segmented")
 
 
 def is_available() -> bool:

@@ -14,7 +14,7 @@ import torch
 
 from .common import BLOCK_ENTRIES, decode_keys, encode_keys, normalized, padded_rows
 
-__all__ = ["triple_reliability", "triple_reliability_segmented"]
+__all__ = ["triple_reliability_segmented"]
 
 #: A question with more chains or more triples than this runs alone, in blocks, so that no
 #: question widens the others' padding beyond LARGE_ROWS x LARGE_ROWS.
@@ -135,21 +135,3 @@ def _question_top_keys(unit_q, unit_t, w, alpha, k, used):
         best = torch.topk(keys, min(k, keys.shape[1]), dim=1, sorted=True).values
     return best
 
-
-def triple_reliability(
-    query_emb: torch.Tensor, triple_emb: torch.Tensor, credibility: torch.Tensor, used: torch.Tensor | None,
-    alpha: float, k: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each chain's top k of all T triples by reliability: :func:`triple_reliability_segmented`
-    with one question holding them all.
-
-    ``query_emb`` (B, d), ``triple_emb`` (T, d), ``credibility`` (T,), ``alpha`` and ``k`` as
-    there; ``used`` is a (B, T) bool tensor or None. Returns (scores (B, k) float32, indices
-    (B, k) int64 rows of ``triple_emb``), -inf / -1 padding.
-    """
-    device = query_emb.device
-    n_chains, n_triples = query_emb.shape[0], triple_emb.shape[0]
-    offsets = torch.tensor([0, n_triples], dtype=torch.int64, device=device)
-    question = torch.zeros(n_chains, dtype=torch.int64, device=device)
-    flat = used.reshape(-1) if used is not None else None
-    return triple_reliability_segmented(query_emb, triple_emb, credibility, offsets, question, flat, alpha, k)

@@ -38,7 +38,7 @@ import triton.language as tl
 
 from .cosine_matrix import device_of, inverse_norms
 
-__all__ = ["triple_reliability", "triple_reliability_segmented"]
+__all__ = ["triple_reliability_segmented"]
 
 # Tile constants measured on an H200 (benchmarks/gpu_tune.py, results/gpu_tune.csv): the
 # fastest of the grid there at issue 2's size. BLOCK_K >= 16: Triton <= 3.6 refuses a float32
@@ -120,7 +120,8 @@ def triple_reliability_segmented(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each chain's top k triples of its own question by reliability.
 
-    Arguments and results as :func:`rrag_kernels.torch_ops.triple_reliability.triple_reliability_segmented` (the same
+    Arguments and results as
+    :func:`rrag_kernels.torch_ops.triple_reliability.triple_reliability_segmented` (the same
     contract; inputs already validated, on the CUDA device or the CPU under the interpreter).
     """
     device = query_emb.device
@@ -146,21 +147,3 @@ def triple_reliability_segmented(
             )
     return _top_k(scores, chain_first, k)
 
-
-def triple_reliability(
-    query_emb: torch.Tensor, triple_emb: torch.Tensor, credibility: torch.Tensor, used: torch.Tensor | None,
-    alpha: float, k: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each chain's top k of all T triples by reliability: :func:`triple_reliability_segmented`
-    with one question holding them all.
-
-    ``query_emb`` (B, d), ``triple_emb`` (T, d), ``credibility`` (T,), ``alpha`` and ``k`` as
-    there; ``used`` is a (B, T) bool tensor or None. Returns (scores (B, k) float32, indices
-    (B, k) int64 rows of ``triple_emb``), -inf / -1 padding.
-    """
-    device = query_emb.device
-    n_chains, n_triples = query_emb.shape[0], triple_emb.shape[0]
-    offsets = torch.tensor([0, n_triples], dtype=torch.int64, device=device)
-    question = torch.zeros(n_chains, dtype=torch.int64, device=device)
-    flat = used.reshape(-1) if used is not None else None
-    return triple_reliability_segmented(query_emb, triple_emb, credibility, offsets, question, flat, alpha, k)
