@@ -208,7 +208,9 @@ def _why_not_run(words: list[str]) -> str | None:
         return "answers with the embedded SmolLM2: minutes on 2 cores (tests/test_llm.py runs it)"
     if command == "reliablerag-eval":
         return "its offline grid takes minutes on 2 cores (tests/test_cli.py runs the command)"
-    if any("../shared/" in w for w in words) and not SHARED.is_dir():
+    # d2f-eval and reliablerag-eval read ../shared/data/multihop_dev.jsonl when given no file.
+    if (any("../shared/" in w for w in words) or command in ("d2f-eval", "reliablerag-eval")) \
+            and not SHARED.is_dir():
         return "needs ../shared/data"
     return None
 
