@@ -50,9 +50,9 @@ MATMUL_OPS = frozenset({"cosine_matrix", "claim_relevance", "topk_cosine", "trip
 def cuda_choice(op: str) -> str:
     """The backend ``auto`` runs for CUDA tensors of ``op``: "triton" or "torch".
 
-    :data:`CUDA_AUTO`, except that a matrix-product op runs Triton while torch's float32
-    matmul precision is not ``"highest"`` (TF32 would break the accuracy contract), and
-    that without Triton every op runs its torch formulation.
+    :data:`CUDA_AUTO`, except that a matrix-product op runs Triton while torch allows TF32
+    for float32 products (:func:`rrag_kernels.torch_ops.ieee_matmul`; TF32 would break the
+    accuracy contract), and that without Triton every op runs its torch formulation.
 
     Parameters
     ----------
