@@ -536,6 +536,8 @@ def _fail(case: Case, message: str) -> None:
 
 
 def _dict_once(pairs: list[tuple[str, Any]]) -> dict:
+    # The oracle's own reading of the documented rule, on purpose not pipelines'
+    # loads_one_value_per_key: an oracle that called the code it checks would agree with it.
     out: dict = {}
     for k, v in pairs:
         if k in out:

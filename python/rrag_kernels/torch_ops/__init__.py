@@ -31,7 +31,7 @@ import importlib
 import importlib.util
 from typing import Any, Callable
 
-__all__ = ["OP_NAMES", "get_launcher", "is_available", "ieee_matmul"]
+__all__ = ["OP_NAMES", "get_launcher", "ieee_matmul", "is_available", "module_of"]
 
 #: The launchers; ``triple_reliability`` runs the segmented one with one question.
 OP_NAMES: tuple[str, ...] = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine", "nli_graph",
@@ -81,5 +81,11 @@ def get_launcher(name: str) -> Callable[..., Any]:
         raise ValueError(f"name: unknown torch op {name!r}; expected one of {OP_NAMES}")
     if not is_available():
         raise RuntimeError(f"{name}: the torch backend needs torch installed (pip install torch)")
-    module = importlib.import_module(f"{__name__}.{name.removesuffix('_segmented')}")
+    module = importlib.import_module(f"{__name__}.{module_of(name)}")
     return getattr(module, name)
+
+
+def module_of(name: str) -> str:
+    """The kernel file (here and in ``triton_ops``) of launcher ``name``, one of
+    :data:`OP_NAMES`: ``triple_reliability_segmented`` lives in ``triple_reliability``."""
+    return name.removesuffix("_segmented")

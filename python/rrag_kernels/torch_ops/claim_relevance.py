@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import BLOCK_ENTRIES, normalized
+from .common import BLOCK_ENTRIES, normalized, padded_index
 from .segmented_cosine import segmented_cosine
 
 __all__ = ["claim_relevance"]
@@ -67,21 +67,14 @@ def claim_relevance(
         group = max(1, BLOCK_ENTRIES // per_query)
         for g0 in range(0, small.numel(), group):
             g = small[g0:g0 + group]
-            c_idx, c_valid = _padded(c_start[g], n_c[g], width_c)
-            d_idx, d_valid = _padded(d_start[g], n_d[g], width_d)
+            c_idx, c_valid = padded_index(c_start[g], n_c[g], width_c)
+            d_idx, d_valid = padded_index(d_start[g], n_d[g], width_d)
             scaled = torch.bmm(unit_c[c_idx], unit_d[d_idx].transpose(1, 2)) * sim[d_idx][:, None, :]
             best = scaled.masked_fill_(~d_valid[:, None, :], float("-inf")).amax(dim=2)
             out[c_idx[c_valid]] = best[c_valid]
     if clip:
         out.clamp_min_(0.0)
     return out
-
-
-def _padded(starts: torch.Tensor, counts: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(G, width) row indices ``starts[g] + j`` and the mask ``j < counts[g]`` (padding: row 0)."""
-    j = torch.arange(width, dtype=torch.int64, device=starts.device)
-    valid = j[None, :] < counts[:, None]
-    return torch.where(valid, starts[:, None] + j[None, :], 0), valid
 
 
 def _one_large_query(out, unit_c, unit_d, sim, first_claim: int, dim: int) -> None:

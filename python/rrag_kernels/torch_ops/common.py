@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["BLOCK_ENTRIES", "decode_keys", "encode_keys", "normalized", "padded_rows", "row_scales",
-           "segment_owners"]
+__all__ = ["BLOCK_ENTRIES", "decode_keys", "encode_keys", "normalized", "padded_index", "padded_rows",
+           "row_scales", "segment_owners"]
 
 #: Entries of the largest intermediate block a torch formulation forms at once (float32:
 #: 64 MiB); the results do not depend on it.
@@ -56,6 +56,27 @@ def normalized(x: torch.Tensor) -> torch.Tensor:
     """
     power, rescaled = row_scales(x)
     return (x * power).div_(torch.where(rescaled > 0, rescaled, 1.0))
+
+
+def padded_index(starts: torch.Tensor, counts: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row indices of G segments padded to one width, and which of them are real.
+
+    Parameters
+    ----------
+    starts, counts : torch.Tensor, shape (G,), int64
+        Each segment's first row and length (``counts <= width``, every count >= 1).
+    width : int
+
+    Returns
+    -------
+    index : torch.Tensor, shape (G, width), int64
+        ``starts[g] + j``; a padding slot repeats the segment's first row (a real row of it).
+    valid : torch.Tensor, shape (G, width), bool
+        ``j < counts[g]``.
+    """
+    j = torch.arange(width, dtype=torch.int64, device=starts.device)
+    valid = j[None, :] < counts[:, None]
+    return starts[:, None] + torch.where(valid, j[None, :], 0), valid
 
 
 def padded_rows(x: torch.Tensor, rows: int) -> torch.Tensor:

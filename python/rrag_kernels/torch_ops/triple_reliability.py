@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import BLOCK_ENTRIES, decode_keys, encode_keys, normalized, padded_rows
+from .common import BLOCK_ENTRIES, decode_keys, encode_keys, normalized, padded_index, padded_rows
 
 __all__ = ["triple_reliability_segmented"]
 
@@ -81,9 +81,9 @@ def triple_reliability_segmented(
             small = torch.cat([small, small[-1:].expand(group - small.numel() % group)])
         for g0 in range(0, small.numel(), group):
             g = small[g0:g0 + group]
-            slot_idx, slot_valid = _padded(group_start[g], n_b[g], width_b)
+            slot_idx, slot_valid = padded_index(group_start[g], n_b[g], width_b)
             chains = order[slot_idx]  # (G, width_b); padding slots repeat a real chain, never stored
-            t_idx, t_valid = _padded(first[g], n_t[g], width_t)
+            t_idx, t_valid = padded_index(first[g], n_t[g], width_t)
             block = torch.baddbmm(w[t_idx][:, None, :], unit_q[chains], unit_t[t_idx].transpose(1, 2), alpha=alpha)
             block.masked_fill_(~t_valid[:, None, :], float("-inf"))
             if used is not None:
@@ -96,13 +96,6 @@ def triple_reliability_segmented(
             _store(scores, indices, chains.reshape(-1)[rows], keys[rows],
                    first[g][:, None].expand(-1, width_b).reshape(-1)[rows][:, None])
     return scores, indices
-
-
-def _padded(starts: torch.Tensor, counts: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(G, width) indices ``starts[g] + j`` and the mask ``j < counts[g]`` (padding: ``starts[g]``)."""
-    j = torch.arange(width, dtype=torch.int64, device=starts.device)
-    valid = j[None, :] < counts[:, None]
-    return starts[:, None] + torch.where(valid, j[None, :], 0), valid
 
 
 def _store(scores, indices, chains, keys, first) -> None:

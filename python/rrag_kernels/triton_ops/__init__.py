@@ -31,6 +31,9 @@ import os
 import sys
 from typing import Any, Callable
 
+# The same launchers as the torch formulations: one list (importing torch_ops imports no torch).
+from ..torch_ops import OP_NAMES, module_of
+
 __all__ = [
     "OP_NAMES",
     "can_run_on",
@@ -42,10 +45,6 @@ __all__ = [
     "segmented_cosine",
     "topk_cosine",
 ]
-
-#: The launchers; ``ops.triple_reliability`` runs the segmented one with one question.
-OP_NAMES: tuple[str, ...] = ("cosine_matrix", "segmented_cosine", "claim_relevance", "topk_cosine", "nli_graph",
-                             "triple_reliability_segmented")
 
 # triton parses TRITON_INTERPRET with these spellings (case-insensitive) as true.
 _TRUE_SPELLINGS = frozenset({"1", "true", "on", "yes"})
@@ -129,13 +128,8 @@ def get_launcher(name: str) -> Callable[..., Any]:
     if not is_available():
         missing = [pkg for pkg in ("triton", "torch") if importlib.util.find_spec(pkg) is None]
         raise RuntimeError(f"{name}: the triton backend needs {' and '.join(missing)} installed")
-    module = importlib.import_module(f"{__name__}.{_module_of(name)}")
+    module = importlib.import_module(f"{__name__}.{module_of(name)}")
     return getattr(module, name)
-
-
-def _module_of(name: str) -> str:
-    """The kernel file a launcher lives in (``triple_reliability_segmented``: ``triple_reliability``)."""
-    return name.removesuffix("_segmented")
 
 
 def __getattr__(name: str) -> Any:
@@ -147,7 +141,7 @@ def __getattr__(name: str) -> Any:
     launcher = get_launcher(name)
     package = globals()
     for op in OP_NAMES:
-        module = sys.modules.get(f"{__name__}.{_module_of(op)}")
+        module = sys.modules.get(f"{__name__}.{module_of(op)}")
         if module is not None:
             package[op] = getattr(module, op)
     return launcher
